@@ -1,0 +1,92 @@
+"""``assign()``: the one entry point every strategy plugs into."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Callable
+
+from pyspark.sql import DataFrame
+
+from .errors import UnknownStrategyError
+from .inputs import ASSIGNMENT_COLUMNS, prepare
+
+#: Kafka's assignor names -> the module and function that implement them.
+#: Each function takes normalized, validated ``members`` and ``partitions``
+#: (plus ``lags=`` and strategy options) and returns
+#: ``group_id, member_id, topic, partition``.
+STRATEGIES: dict[str, tuple[str, str]] = {
+    "range": ("spark_assign.strategies.range", "assign_range"),
+    "roundrobin": ("spark_assign.strategies.roundrobin", "assign_roundrobin"),
+    "sticky": ("spark_assign.strategies.sticky", "assign_sticky"),
+    "cooperative-sticky": ("spark_assign.strategies.cooperative_sticky", "assign_cooperative_sticky"),
+    "lag-aware": ("spark_assign.strategies.lag_aware", "assign_lag_aware"),
+}
+
+#: Kafka's class names for the same assignors, accepted wherever a name is.
+ALIASES: dict[str, str] = {
+    "org.apache.kafka.clients.consumer.RangeAssignor": "range",
+    "org.apache.kafka.clients.consumer.RoundRobinAssignor": "roundrobin",
+    "org.apache.kafka.clients.consumer.StickyAssignor": "sticky",
+    "org.apache.kafka.clients.consumer.CooperativeStickyAssignor": "cooperative-sticky",
+    "org.apache.kafka.clients.consumer.LagAwareAssignor": "lag-aware",
+}
+
+
+def strategy_name(name: str) -> str:
+    """The canonical name of a strategy (Kafka's short name), or UnknownStrategyError.
+
+    >>> strategy_name("org.apache.kafka.clients.consumer.RangeAssignor")
+    'range'
+    """
+    canonical = ALIASES.get(name, name)
+    if canonical not in STRATEGIES:
+        raise UnknownStrategyError(
+            f"unknown strategy {name!r}: expected one of {sorted(STRATEGIES)} "
+            f"(or Kafka's class names {sorted(ALIASES)})"
+        )
+    return canonical
+
+
+def strategy_function(name: str) -> Callable[..., DataFrame]:
+    """The function implementing strategy ``name``."""
+    module, func = STRATEGIES[strategy_name(name)]
+    return getattr(importlib.import_module(module), func)
+
+
+def assign(
+    members: DataFrame,
+    partitions: DataFrame,
+    strategy: str,
+    *,
+    lags: DataFrame | None = None,
+    validate: bool = True,
+    **options: Any,
+) -> DataFrame:
+    """Assign the partitions of every group in ``members`` with ``strategy``.
+
+    One call handles any number of groups in one Spark job; the result does not
+    depend on Spark's partitioning or row order. Returns one row per assigned
+    partition: ``group_id, member_id, topic, partition``; members with nothing
+    assigned are absent.
+
+    >>> members = spark.createDataFrame(
+    ...     [("g1", "c0", ["t0"]), ("g1", "c1", ["t0"])],
+    ...     "group_id string, member_id string, topics array<string>")
+    >>> parts = spark.createDataFrame([("t0", p) for p in range(3)], "topic string, partition int")
+    >>> assign(members, parts, "range").orderBy("partition").show()  # doctest: +SKIP
+    +--------+---------+-----+---------+
+    |group_id|member_id|topic|partition|
+    +--------+---------+-----+---------+
+    |      g1|       c0|   t0|        0|
+    |      g1|       c0|   t0|        1|
+    |      g1|       c1|   t0|        2|
+    +--------+---------+-----+---------+
+
+    ``validate=False`` skips the input checks (one Spark job per input) for
+    inputs already known to be valid. Strategy options (``rack_aware=``, ...)
+    are passed to the strategy.
+    """
+    fn = strategy_function(strategy)
+    m, p = prepare(members, partitions, validate=validate)
+    result = fn(m, p, lags=lags, validate=validate, **options)
+    return result.select(*ASSIGNMENT_COLUMNS)

@@ -1,0 +1,91 @@
+"""The exceptions spark-assign raises.
+
+Every error is a :class:`SparkAssignError`. Input errors name what was expected
+and what was found, with the offending groups, members or rows, so a pipeline
+log points straight at the bad record.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+#: how many offending rows an error message lists before it says "and N more"
+MAX_LISTED = 10
+
+
+class SparkAssignError(Exception):
+    """Base class of every error raised by spark-assign."""
+
+
+class InvalidInputError(SparkAssignError, ValueError):
+    """An input DataFrame does not meet the contract.
+
+    ``rows`` holds the offending rows (as dicts), at most :data:`MAX_LISTED`.
+    """
+
+    def __init__(self, message: str, rows: Sequence[dict] = ()):
+        super().__init__(message)
+        self.rows = list(rows)
+
+
+class MissingColumnError(InvalidInputError):
+    """A required column is missing or has the wrong type."""
+
+
+class InvalidMembersError(InvalidInputError):
+    """The members DataFrame has null ids, repeated member ids or bad owned partitions."""
+
+
+class InvalidPartitionsError(InvalidInputError):
+    """The partitions (cluster metadata) DataFrame has null, negative or repeated partitions."""
+
+
+class InvalidLagsError(InvalidInputError):
+    """The lags DataFrame has negative offsets or lags, or inconsistent offsets."""
+
+
+class InvalidEventsError(InvalidInputError):
+    """A simulation events table is out of order or refers to unknown members."""
+
+
+class UnknownStrategyError(SparkAssignError, ValueError):
+    """The strategy (assignor) name is not one spark-assign knows."""
+
+
+class NoCommonAssignorError(SparkAssignError, ValueError):
+    """The members of a group support no assignor in common."""
+
+
+class AssignmentPropertyError(SparkAssignError, AssertionError):
+    """An assignment breaks a property it must hold (validity, balance, cooperative safety)."""
+
+    def __init__(self, message: str, rows: Sequence[dict] = ()):
+        super().__init__(message)
+        self.rows = list(rows)
+
+
+class HistoryError(SparkAssignError):
+    """Reading or writing the generation history failed, or the history is inconsistent."""
+
+
+def describe_rows(rows: Iterable[dict], total: int | None = None) -> str:
+    """Format offending rows for an error message: one ``key=value`` line per row."""
+    rows = list(rows)
+    lines = ["  " + ", ".join(f"{k}={v!r}" for k, v in row.items()) for row in rows[:MAX_LISTED]]
+    more = (total if total is not None else len(rows)) - min(len(rows), MAX_LISTED)
+    if more > 0:
+        lines.append(f"  ... and {more} more")
+    return "\n".join(lines)
+
+
+def raise_if_rows(problems, error: type, what: str) -> None:
+    """Raise ``error`` naming the rows of the ``problems`` DataFrame, if it has any.
+
+    Runs one Spark job (two when more than :data:`MAX_LISTED` rows offend, to count them).
+    """
+    rows = problems.take(MAX_LISTED + 1)
+    if not rows:
+        return
+    total = problems.count() if len(rows) > MAX_LISTED else len(rows)
+    dicts = [r.asDict() for r in rows]
+    raise error(f"{what}: {total} problem row(s):\n{describe_rows(dicts, total)}", dicts)

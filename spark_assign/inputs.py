@@ -1,0 +1,221 @@
+"""The input contract: normalizing and validating members, partitions and lags.
+
+``members``: one row per group member.
+
+================== ======================================== =========
+column             type                                     required
+================== ======================================== =========
+group_id           string                                   yes
+member_id          string                                   yes
+topics             array<string> (the subscription)         yes
+group_instance_id  string (static membership)               no
+rack               string                                   no
+owned              array<struct<topic:string,partition:int>> no
+generation         int (generation of ``owned``)            no
+assignors          array<string> (preference order)         no
+================== ======================================== =========
+
+``partitions``: cluster metadata, one row per topic partition: ``topic string``,
+``partition int`` and optionally ``racks array<string>`` (replica racks).
+
+Optional columns may be absent; they are added as nulls. Validation runs one
+Spark job per input and raises an :class:`~spark_assign.errors.InvalidInputError`
+subclass naming the offending rows.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from .errors import (
+    InvalidMembersError,
+    InvalidPartitionsError,
+    MissingColumnError,
+    raise_if_rows,
+)
+
+TOPIC_PARTITION = T.StructType(
+    [T.StructField("topic", T.StringType()), T.StructField("partition", T.IntegerType())]
+)
+OWNED_TYPE = T.ArrayType(TOPIC_PARTITION)
+
+MEMBER_COLUMNS: dict[str, T.DataType] = {
+    "group_id": T.StringType(),
+    "member_id": T.StringType(),
+    "group_instance_id": T.StringType(),
+    "rack": T.StringType(),
+    "topics": T.ArrayType(T.StringType()),
+    "owned": OWNED_TYPE,
+    "generation": T.IntegerType(),
+    "assignors": T.ArrayType(T.StringType()),
+}
+REQUIRED_MEMBER_COLUMNS = ("group_id", "member_id", "topics")
+
+PARTITION_COLUMNS: dict[str, T.DataType] = {
+    "topic": T.StringType(),
+    "partition": T.IntegerType(),
+    "racks": T.ArrayType(T.StringType()),
+}
+REQUIRED_PARTITION_COLUMNS = ("topic", "partition")
+
+#: the columns every strategy returns
+ASSIGNMENT_COLUMNS = ("group_id", "member_id", "topic", "partition")
+
+
+def _conform(df: DataFrame, columns: dict[str, T.DataType], required, what: str, error) -> DataFrame:
+    present = set(df.columns)
+    missing = [c for c in required if c not in present]
+    if missing:
+        raise error(
+            f"{what} is missing required column(s) {missing}: "
+            f"expected at least {list(required)}, found {sorted(present)}"
+        )
+    cols: list[Column] = []
+    for name, dtype in columns.items():
+        if name in present:
+            col = F.col(name)
+            if name == "owned":
+                # accept owned as array of structs with any field order / int width
+                col = F.transform(
+                    col,
+                    lambda x: F.struct(
+                        x["topic"].cast("string").alias("topic"),
+                        x["partition"].cast("int").alias("partition"),
+                    ),
+                )
+            cols.append(col.cast(dtype).alias(name))
+        else:
+            cols.append(F.lit(None).cast(dtype).alias(name))
+    return df.select(*cols)
+
+
+def normalize_members(members: DataFrame) -> DataFrame:
+    """Members with every contract column, typed, subscriptions de-duplicated.
+
+    >>> normalize_members(spark.createDataFrame(
+    ...     [("g", "m1", ["t"])], "group_id string, member_id string, topics array<string>"
+    ... )).columns  # doctest: +SKIP
+    ['group_id', 'member_id', 'group_instance_id', 'rack', 'topics', 'owned', 'generation', 'assignors']
+    """
+    df = _conform(members, MEMBER_COLUMNS, REQUIRED_MEMBER_COLUMNS, "members", MissingColumnError)
+    return df.withColumn("topics", F.array_distinct(F.filter("topics", lambda t: t.isNotNull())))
+
+
+def normalize_partitions(partitions: DataFrame) -> DataFrame:
+    """Partitions with ``topic, partition, racks``, typed."""
+    return _conform(
+        partitions, PARTITION_COLUMNS, REQUIRED_PARTITION_COLUMNS, "partitions", MissingColumnError
+    )
+
+
+def validate_members(members: DataFrame) -> DataFrame:
+    """Check normalized members; return them unchanged or raise InvalidMembersError.
+
+    Problems: a null ``group_id`` or ``member_id``, a null ``topics`` array, a
+    member id repeated within a group, an owned partition with a null topic or a
+    null or negative partition number.
+    """
+    nulls = members.where(
+        F.col("group_id").isNull() | F.col("member_id").isNull() | F.col("topics").isNull()
+    ).select(
+        F.lit("null group_id, member_id or topics").alias("problem"),
+        "group_id", "member_id", F.lit(None).cast("long").alias("count"),
+        F.lit(None).cast("string").alias("detail"),
+    )
+    dupes = (
+        members.where(F.col("group_id").isNotNull() & F.col("member_id").isNotNull())
+        .groupBy("group_id", "member_id").count().where("count > 1")
+        .select(F.lit("member_id repeated in group").alias("problem"), "group_id", "member_id",
+                "count", F.lit(None).cast("string").alias("detail"))
+    )
+    bad_owned = (
+        members.select("group_id", "member_id", F.explode("owned").alias("tp"))
+        .where(F.col("tp.topic").isNull() | F.col("tp.partition").isNull() | (F.col("tp.partition") < 0))
+        .select(F.lit("owned partition with null topic or null/negative partition").alias("problem"),
+                "group_id", "member_id", F.lit(None).cast("long").alias("count"),
+                F.concat_ws("-", F.coalesce("tp.topic", F.lit("null")),
+                            F.coalesce(F.col("tp.partition").cast("string"), F.lit("null"))).alias("detail"))
+    )
+    raise_if_rows(nulls.unionByName(dupes).unionByName(bad_owned), InvalidMembersError, "invalid members")
+    return members
+
+
+def validate_partitions(partitions: DataFrame) -> DataFrame:
+    """Check normalized partitions; return them unchanged or raise InvalidPartitionsError.
+
+    Problems: a null topic or partition, a negative partition, a topic partition
+    listed twice.
+    """
+    bad = partitions.where(
+        F.col("topic").isNull() | F.col("partition").isNull() | (F.col("partition") < 0)
+    ).select(F.lit("null topic/partition or negative partition").alias("problem"),
+             "topic", "partition", F.lit(None).cast("long").alias("count"))
+    dupes = (
+        partitions.where(F.col("topic").isNotNull() & F.col("partition").isNotNull())
+        .groupBy("topic", "partition").count().where("count > 1")
+        .select(F.lit("topic partition repeated").alias("problem"), "topic", "partition", "count")
+    )
+    raise_if_rows(bad.unionByName(dupes), InvalidPartitionsError, "invalid partitions")
+    return partitions
+
+
+def prepare(members: DataFrame, partitions: DataFrame, *, validate: bool = True) -> tuple[DataFrame, DataFrame]:
+    """Normalize (and by default validate) both inputs."""
+    m, p = normalize_members(members), normalize_partitions(partitions)
+    if validate:
+        validate_members(m)
+        validate_partitions(p)
+    return m, p
+
+
+def subscriptions(members: DataFrame) -> DataFrame:
+    """One row per (group_id, member_id, topic) of each member's subscription."""
+    return members.select("group_id", "member_id", F.explode("topics").alias("topic"))
+
+
+def topic_sizes(partitions: DataFrame) -> DataFrame:
+    """Partition count per topic in the metadata: ``topic, num_partitions``."""
+    return partitions.groupBy("topic").agg(F.count("*").alias("num_partitions"))
+
+
+def owned_claims(members: DataFrame) -> DataFrame:
+    """One row per owned-partition claim: ``group_id, member_id, generation, topic, partition``."""
+    return members.select(
+        "group_id", "member_id", "generation", F.explode("owned").alias("tp")
+    ).select("group_id", "member_id", "generation", "tp.topic", "tp.partition")
+
+
+def diagnostics(members: DataFrame, partitions: DataFrame) -> DataFrame:
+    """Per group: members, subscribed topics missing from the metadata (skipped, as
+    Kafka does), owned claims, and owned claims on partitions the metadata does not
+    have (ignored, as Kafka ignores claims on deleted topics).
+
+    Columns: ``group_id, members, missing_topics, owned_claims, ignored_owned_claims``.
+    """
+    m, p = normalize_members(members), normalize_partitions(partitions)
+    topics = p.select("topic").distinct()
+    missing = (
+        subscriptions(m).select("group_id", "topic").distinct()
+        .join(topics, "topic", "left_anti")
+        .groupBy("group_id").agg(F.sort_array(F.collect_list("topic")).alias("missing_topics"))
+    )
+    claims = owned_claims(m).join(
+        p.select("topic", "partition", F.lit(True).alias("_known")), ["topic", "partition"], "left"
+    )
+    claim_counts = claims.groupBy("group_id").agg(
+        F.count("*").alias("owned_claims"),
+        F.count(F.when(F.col("_known").isNull(), 1)).alias("ignored_owned_claims"),
+    )
+    return (
+        m.groupBy("group_id").agg(F.count("*").alias("members"))
+        .join(missing, "group_id", "left")
+        .join(claim_counts, "group_id", "left")
+        .select(
+            "group_id", "members",
+            F.coalesce("missing_topics", F.array().cast("array<string>")).alias("missing_topics"),
+            F.coalesce("owned_claims", F.lit(0)).cast("long").alias("owned_claims"),
+            F.coalesce("ignored_owned_claims", F.lit(0)).cast("long").alias("ignored_owned_claims"),
+        )
+    )

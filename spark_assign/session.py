@@ -1,0 +1,46 @@
+"""The embedded default Spark session: local Spark, no Delta jars needed."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from pyspark.sql import SparkSession
+
+
+def local_session(
+    app_name: str = "spark-assign",
+    *,
+    master: str = "local[2]",
+    shuffle_partitions: int = 8,
+    driver_memory: str | None = None,
+    extra: dict[str, str] | None = None,
+) -> SparkSession:
+    """A local Spark session with the UI off and few shuffle partitions.
+
+    Returns the active session unchanged when one already exists (Databricks,
+    spark-submit), so pipelines can call it unconditionally.
+
+    >>> spark = local_session(shuffle_partitions=4)  # doctest: +SKIP
+    """
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = (
+        SparkSession.builder.master(master)
+        .appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+        .config("spark.default.parallelism", "2")
+        .config("spark.sql.adaptive.enabled", "true")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.memory", driver_memory or os.environ.get("SPARK_ASSIGN_DRIVER_MEMORY", "4g"))
+        .config("spark.sql.ansi.enabled", "false")
+    )
+    for k, v in (extra or {}).items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
