@@ -1,0 +1,36 @@
+"""The README's examples run as tests, and its test command is the one CI runs."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text()
+
+
+def python_blocks():
+    return re.findall(r"```python\n(.*?)```", README, flags=re.S)
+
+
+def bash_commands():
+    return [c.strip() for c in re.findall(r"```bash\n(.*?)```", README, flags=re.S)]
+
+
+def test_readme_has_exactly_two_commands():
+    cmds = bash_commands()
+    assert len(cmds) == 2, cmds
+    assert any("pytest" in c for c in cmds) and any("pipelines/" in c for c in cmds)
+
+
+def test_ci_runs_the_readme_test_command():
+    test_cmd = next(c for c in bash_commands() if "pytest" in c)
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert test_cmd in ci
+
+
+@pytest.mark.parametrize("index", range(len(python_blocks())))
+def test_readme_example_runs(spark, index):
+    namespace = {"spark": spark}
+    for block in python_blocks()[: index + 1]:  # later examples build on earlier ones
+        exec(compile(block, f"README.md[python block {index}]", "exec"), namespace)
