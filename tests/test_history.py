@@ -1,0 +1,278 @@
+"""AssignmentHistory: generations recorded in Delta, read back through Spark and delta-rs.
+
+Cases: tests/cases/history/generations.yaml (one group per case; call k records
+step k of every case in ONE record() call).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from chispa import assert_df_equality
+from deltalake import DeltaTable
+from pyspark.sql import functions as F
+
+from casetable import CASES_DIR, SEP, Case, expected, inputs, lags, parse_tp, strip_topics
+from spark_assign.errors import HistoryError
+from spark_assign.history import GENERATIONS_SCHEMA, AssignmentHistory, record_id
+
+ROOT = Path(__file__).resolve().parents[1]
+CASES = yaml.safe_load((CASES_DIR / "history" / "generations.yaml").read_text())["cases"]
+ROW = ["group_id", "generation", "member_id", "topic", "partition"]
+REV = ["group_id", "generation", "member_id", "topic", "partition", "kind"]
+TABLES = ("assignments", "revocations", "generations")
+
+
+def step_cases(k: int) -> list[Case]:
+    """Step ``k`` (0-based) of every case that has one, as casetable Cases."""
+    out = []
+    for c in CASES:
+        if len(c["steps"]) > k:
+            st = c["steps"][k]
+            out.append(Case(name=c["name"], strategy=None, options={}, members=st["members"],
+                            partitions=st["partitions"], expected=st["assignment"],
+                            lags=st.get("lags"), raw=st))
+    return out
+
+
+def tp_rows(cases: list[Case], key: str, extra=()) -> list[tuple]:
+    """``group_id, member_id, topic, partition (+extra)`` rows of a member -> [tp] table."""
+    rows = []
+    for c in cases:
+        for member, tps in (c.raw.get(key) or {}).items():
+            for t, p in map(parse_tp, tps):
+                rows.append((c.group_id, member, c.name + SEP + t, p, *extra))
+    return rows
+
+
+def record_step(spark, history: AssignmentHistory, k: int, generation=None):
+    cases = step_cases(k)
+    members, partitions = inputs(spark, cases)
+    lost_rows = tp_rows(cases, "lost")
+    lost = (spark.createDataFrame(lost_rows, "group_id string, member_id string, topic string, partition int")
+            if lost_rows else None)
+    lag_df = lags(spark, cases) if any(c.lags for c in cases) else None
+    return history.record(expected(spark, cases), members=members, partitions=partitions,
+                          strategy="range", generation=generation, lags=lag_df, lost=lost)
+
+
+@pytest.fixture(scope="module")
+def recorded(spark, tmp_path_factory):
+    """Call 1 (default generation), call 2 (generation as a DataFrame), call 2 again (int)."""
+    location = str(tmp_path_factory.mktemp("history") / "h")
+    history = AssignmentHistory(location, spark)
+    first = record_step(spark, history, 0)
+    groups2 = [c.group_id for c in step_cases(1)]
+    gen2 = spark.createDataFrame([(g, 2) for g in groups2], "group_id string, generation int")
+    second = record_step(spark, history, 1, generation=gen2)
+    again = record_step(spark, history, 1, generation=2)
+    return {"history": history, "location": location, "first": first, "second": second, "again": again}
+
+
+def expected_assignments(spark):
+    rows = []
+    for k in range(2):
+        for c in step_cases(k):
+            for member, tps in c.expected.items():
+                for t, p in map(parse_tp, tps):
+                    rows.append((c.group_id, k + 1, member, c.name + SEP + t, p))
+    return spark.createDataFrame(rows, "group_id string, generation int, member_id string, topic string, partition int")
+
+
+def test_assignments_of_every_generation(spark, recorded):
+    actual = recorded["history"].assignments().select(*ROW)
+    assert_df_equality(strip_topics(actual), strip_topics(expected_assignments(spark)),
+                       ignore_row_order=True, ignore_nullable=True)
+
+
+def test_generations_summary(spark, recorded):
+    h = recorded["history"]
+    expected_long = []
+    for k in range(2):
+        for c in step_cases(k):
+            for col, value in c.raw["expected_generation"].items():
+                if col != "generation":
+                    expected_long.append((c.group_id, k + 1, col, None if value is None else str(value)))
+    exp = spark.createDataFrame(expected_long, "group_id string, generation int, column string, value string")
+    cols = [f.name for f in GENERATIONS_SCHEMA.fields if f.name not in ("group_id", "generation")]
+    actual = h.history().select("group_id", "generation", *[F.col(c).cast("string").alias(c) for c in cols]) \
+        .unpivot(["group_id", "generation"], cols, "column", "value") \
+        .join(exp.select("group_id", "generation", "column"), ["group_id", "generation", "column"], "left_semi")
+    assert_df_equality(actual, exp, ignore_row_order=True, ignore_nullable=True, ignore_column_order=True)
+    # one generations row per group and generation, strategy and protocol recorded
+    assert h.history().groupBy("group_id", "generation").count().where("count > 1").count() == 0
+    assert {(r.strategy, r.protocol) for r in h.history().select("strategy", "protocol").distinct().collect()} \
+        == {("range", "eager")}
+
+
+def test_revocations_table(spark, recorded):
+    rows = []
+    for k in range(2):
+        cases = step_cases(k)
+        rows += [(g, k + 1, m, t, p, "revoked") for g, m, t, p in tp_rows(cases, "expected_revocations")]
+        rows += [(g, k + 1, m, t, p, "lost") for g, m, t, p in tp_rows(cases, "expected_lost")]
+    exp = spark.createDataFrame(rows, "group_id string, generation int, member_id string, topic string, "
+                                      "partition int, kind string")
+    actual = recorded["history"].revocations().select(*REV)
+    assert_df_equality(actual, exp, ignore_row_order=True, ignore_nullable=True)
+    # the same rows through SQL
+    recorded["history"].register_views(prefix="hist_")
+    via_sql = spark.sql("SELECT group_id, generation, member_id, topic, partition, kind "
+                        "FROM hist_revocations WHERE kind = 'revoked'")
+    assert_df_equality(via_sql, exp.where("kind = 'revoked'"), ignore_row_order=True, ignore_nullable=True)
+
+
+def test_record_returns_the_generation_rows(recorded):
+    assert sorted((r.group_id, r.generation) for r in recorded["first"].collect()) == \
+        sorted((c.group_id, 1) for c in step_cases(0))
+    second = sorted((r.group_id, r.generation, r.record_id) for r in recorded["second"].collect())
+    again = sorted((r.group_id, r.generation, r.record_id) for r in recorded["again"].collect())
+    assert second == again  # the repeated call returns the rows recorded before
+    assert {r for _, _, r in second} == {record_id([(c.group_id, 2) for c in step_cases(1)])}
+
+
+def test_same_generation_twice_leaves_one_copy_and_one_commit_per_call(recorded):
+    loc = recorded["location"]
+    for table in TABLES:
+        dt = DeltaTable(f"{loc}/{table}")
+        # two record() calls wrote; the third (same generation again) was a quiet no-op
+        assert len(dt.history()) == 2, table
+        assert dt.version() == 1
+    # delta-rs reads the same rows as Spark: no duplicates
+    arrow = DeltaTable(f"{loc}/assignments").to_pyarrow_table().select(ROW).to_pylist()
+    spark_rows = [tuple(r) for r in recorded["history"].assignments().select(*ROW).collect()]
+    assert sorted(tuple(d.values()) for d in arrow) == sorted(spark_rows)
+    assert len(set(spark_rows)) == len(spark_rows)
+
+
+def test_delta_history_dataframe(recorded):
+    log = recorded["history"].delta_history("generations")
+    rows = log.orderBy("version").collect()
+    assert [r.version for r in rows] == [0, 1]
+    assert [r.operation for r in rows] == ["CREATE TABLE", "WRITE"]
+    assert all("spark-assign:generations:" in r.userMetadata for r in rows)
+    # time travel: version 0 holds the first call only
+    assert recorded["history"].as_of("generations", 0).count() == len(step_cases(0))
+
+
+def test_latest_generation_and_moves(spark, recorded):
+    h = recorded["history"]
+    last = {}
+    for k in range(2):
+        for c in step_cases(k):
+            last[c.group_id] = (k + 1, c)
+    rows = [(g, gen, m, c.name + SEP + t, p) for g, (gen, c) in last.items()
+            for m, tps in c.expected.items() for t, p in map(parse_tp, tps)]
+    exp = spark.createDataFrame(rows, "group_id string, generation int, member_id string, topic string, partition int")
+    assert_df_equality(h.latest().select(*ROW), exp, ignore_row_order=True, ignore_nullable=True)
+    assert_df_equality(h.generation("scale_out", 1).select(*ROW),
+                       expected_assignments(spark).where("group_id = 'scale_out' AND generation = 1"),
+                       ignore_row_order=True, ignore_nullable=True)
+    moves = [tuple(r) for r in strip_topics(h.moves("scale_in", 1, 2)).collect()]
+    assert sorted(moves) == [("scale_in", "t", 2, "b", "a"), ("scale_in", "t", 3, "b", "a")]
+    assert h.moves("steady", 1, 2).count() == 0
+
+
+def test_different_assignment_for_a_recorded_generation_is_refused(spark, recorded):
+    h, loc = recorded["history"], recorded["location"]
+    changed = spark.createDataFrame([("scale_out", "c1", "scale_out/t", 0), ("scale_out", "c0", "scale_out/t", 1),
+                                     ("scale_out", "c0", "scale_out/t", 2)],
+                                    "group_id string, member_id string, topic string, partition int")
+    with pytest.raises(HistoryError, match="already recorded"):
+        h.record(changed, strategy="range", generation=2)
+    for table in TABLES:  # nothing written
+        assert DeltaTable(f"{loc}/{table}").version() == 1
+
+
+def test_default_generation_is_previous_plus_one_and_new_groups_start_at_one(spark, tmp_path):
+    h = AssignmentHistory(str(tmp_path / "h"), spark)
+    a = spark.createDataFrame([("g1", "m", "t", 0)], "group_id string, member_id string, topic string, partition int")
+    h.record(a, strategy="range", generation=7)
+    both = a.unionByName(spark.createDataFrame([("g2", "m", "t", 0)], a.schema))
+    rows = sorted((r.group_id, r.generation, r.previous_generation, r.partitions_moved, r.members, r.revoked)
+                  for r in h.record(both, strategy="range").collect())
+    # no members given: members from the assignment, revoked unknown (null)
+    assert rows == [("g1", 8, 7, 0, 1, None), ("g2", 1, None, None, 1, None)]
+
+
+def test_generation_dataframe_must_cover_every_group(spark, tmp_path):
+    h = AssignmentHistory(str(tmp_path / "h"), spark)
+    a = spark.createDataFrame([("g1", "m", "t", 0), ("g2", "m", "t", 0)],
+                              "group_id string, member_id string, topic string, partition int")
+    gens = spark.createDataFrame([("g1", 3)], "group_id string, generation int")
+    with pytest.raises(HistoryError, match="g2"):
+        h.record(a, strategy="range", generation=gens)
+    assert not os.path.exists(tmp_path / "h" / "generations")
+
+
+KILLED_RUN = textwrap.dedent("""
+    import sys
+    from spark_assign.session import local_session
+    from spark_assign.history import AssignmentHistory
+    spark = local_session("killed-run", shuffle_partitions=2)
+    rows = [("g1", "a", "t", 0), ("g1", "b", "t", 1), ("g2", "x", "t", 0)]
+    df = spark.createDataFrame(rows, "group_id string, member_id string, topic string, partition int")
+    AssignmentHistory(sys.argv[1], spark).record(df, strategy="range", generation=2)
+""")
+
+
+def test_killed_run_leaves_no_half_recorded_generation(spark, tmp_path):
+    """A run killed (SIGKILL) after committing assignments and revocations of generation 2
+    but before its generations commit: generation 1 stays readable, generation 2 is
+    invisible, and recording generation 2 again afterwards leaves exactly one copy."""
+    loc = str(tmp_path / "h")
+    schema = "group_id string, member_id string, topic string, partition int"
+    h = AssignmentHistory(loc, spark)
+    gen1 = spark.createDataFrame([("g1", "a", "t", 0), ("g1", "a", "t", 1), ("g2", "x", "t", 0)], schema)
+    h.record(gen1, strategy="range", generation=1)
+
+    marker = tmp_path / "paused"
+    script = tmp_path / "killed_run.py"
+    script.write_text(KILLED_RUN)
+    env = dict(os.environ, PYTHONPATH=str(ROOT), SPARK_ASSIGN_PAUSE_BEFORE_COMMIT="generations",
+               SPARK_ASSIGN_PAUSE_FILE=str(marker), SPARK_ASSIGN_DRIVER_MEMORY="1g")
+    proc = subprocess.Popen([sys.executable, str(script), loc], env=env, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 540
+        while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert marker.exists(), f"the run never reached the generations commit (exit code {proc.poll()})"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the run and its JVM
+        proc.wait()
+
+    # generation 2's assignment rows were committed to the assignments table ...
+    raw = DeltaTable(f"{loc}/assignments").to_pyarrow_table().to_pylist()
+    assert sorted({r["generation"] for r in raw}) == [1, 2]
+    # ... but no reader sees them
+    h = AssignmentHistory(loc, spark)
+    assert sorted((r.group_id, r.generation) for r in h.history().collect()) == [("g1", 1), ("g2", 1)]
+    assert_df_equality(h.assignments().select("group_id", "member_id", "topic", "partition"), gen1,
+                       ignore_row_order=True, ignore_nullable=True)
+    assert_df_equality(h.latest().select("group_id", "member_id", "topic", "partition"), gen1,
+                       ignore_row_order=True, ignore_nullable=True)
+
+    # the same call again: completes generation 2 without a second copy
+    gen2 = spark.createDataFrame([("g1", "a", "t", 0), ("g1", "b", "t", 1), ("g2", "x", "t", 0)], schema)
+    h.record(gen2, strategy="range", generation=2)
+    assert_df_equality(h.generation("g1", 2).select("group_id", "member_id", "topic", "partition"),
+                       gen2.where("group_id = 'g1'"), ignore_row_order=True, ignore_nullable=True)
+    assert DeltaTable(f"{loc}/assignments").to_pyarrow_table().num_rows == 6  # 3 + 3: no duplicate
+    assert len(DeltaTable(f"{loc}/assignments").history()) == 2  # the retry skipped its commit
+    assert len(DeltaTable(f"{loc}/generations").history()) == 2
+    moved = [tuple(r) for r in h.moves("g1", 1, 2).collect()]
+    assert moved == [("g1", "t", 1, "a", "b")]
+
+    # compaction keeps the rows (and the orphan-free view of them)
+    h.optimize()
+    assert DeltaTable(f"{loc}/assignments").history()[0]["operation"] == "OPTIMIZE"
+    assert h.assignments().count() == 6

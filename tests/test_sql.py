@@ -1,0 +1,67 @@
+"""The queries in sql/, run against a real history (temp views from register_views)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from chispa import assert_df_equality
+
+from spark_assign.history import AssignmentHistory
+
+SQL = Path(__file__).resolve().parents[1] / "sql"
+ASSIGNMENT = "group_id string, member_id string, topic string, partition int"
+
+# generation 1 and 2 of two groups (g2 recorded once): the data the queries run on
+GEN1 = [("g1", "a", "t", 0), ("g1", "a", "t", 1), ("g1", "b", "t", 2), ("g1", "b", "u", 0),
+        ("g2", "x", "t", 0)]
+GEN2 = [("g1", "a", "t", 0), ("g1", "c", "t", 1), ("g1", "b", "t", 2), ("g1", "c", "u", 1)]
+LAGS = [("g1", "t", 0, 10), ("g1", "t", 1, 20), ("g1", "t", 2, 5)]
+
+
+@pytest.fixture(scope="module")
+def views(spark, tmp_path_factory):
+    h = AssignmentHistory(str(tmp_path_factory.mktemp("sql") / "h"), spark)
+    lags = spark.createDataFrame(LAGS, "group_id string, topic string, partition int, lag long")
+    h.record(spark.createDataFrame(GEN1, ASSIGNMENT), strategy="range", lags=lags)
+    h.record(spark.createDataFrame(GEN2, ASSIGNMENT), strategy="roundrobin", lags=lags)
+    h.register_views()
+    return h
+
+
+def query(name: str) -> str:
+    return (SQL / name).read_text()
+
+
+def test_current_assignment(spark, views):
+    got = spark.sql(query("current_assignment.sql"))
+    rows = [(g, 2, m, t, p) for g, m, t, p in GEN2] + [(g, 1, m, t, p) for g, m, t, p in GEN1 if g == "g2"]
+    exp = spark.createDataFrame(rows, "group_id string, generation int, member_id string, topic string, partition int")
+    assert_df_equality(got.select("group_id", "generation", "member_id", "topic", "partition"), exp,
+                       ignore_row_order=True, ignore_nullable=True)
+    assert_df_equality(got.drop("lag"), views.latest().select(*got.drop("lag").columns),
+                       ignore_row_order=True, ignore_nullable=True)
+    assert {r.strategy for r in got.where("group_id = 'g1'").collect()} == {"roundrobin"}
+
+
+def test_partitions_per_member(spark, views):
+    got = spark.sql(query("partitions_per_member.sql"))
+    exp = spark.createDataFrame(
+        [("g1", 2, "a", 1, ["t"], 10, 0), ("g1", 2, "b", 1, ["t"], 5, 0), ("g1", 2, "c", 2, ["t", "u"], 20, 1),
+         ("g2", 1, "x", 1, ["t"], None, 0)],
+        "group_id string, generation int, member_id string, partitions long, topics array<string>, "
+        "lag long, above_group_min long")
+    assert_df_equality(got, exp, ignore_row_order=True, ignore_nullable=True)
+
+
+def test_moved_between_generations(spark, views):
+    sql = query("moved_between_generations.sql")
+    got = spark.sql(sql, args={"group_id": "g1", "from_generation": 1, "to_generation": 2})
+    exp = spark.createDataFrame(
+        [("g1", "t", 1, "a", "c"), ("g1", "u", 0, "b", None), ("g1", "u", 1, None, "c")],
+        "group_id string, topic string, partition int, from_member string, to_member string")
+    assert_df_equality(got, exp, ignore_row_order=True, ignore_nullable=True)
+    # the same as the history handle's moves()
+    assert_df_equality(got, views.moves("g1", 1, 2), ignore_row_order=True, ignore_nullable=True)
+    none = spark.sql(sql, args={"group_id": "g2", "from_generation": 1, "to_generation": 1})
+    assert none.count() == 0

@@ -1,0 +1,113 @@
+"""The storage switch: the embedded (delta-rs) backend, and input reading."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from chispa import assert_df_equality
+from deltalake import DeltaTable
+from pyspark.sql import types as T
+
+from spark_assign.errors import HistoryError
+from spark_assign.inputs import normalize_members, normalize_partitions
+from spark_assign.storage import (
+    EMBEDDED,
+    DeltaStore,
+    choose_backend,
+    detect_format,
+    is_path,
+    read_input,
+    spark_delta_configured,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMA = T.StructType([
+    T.StructField("group_id", T.StringType()),
+    T.StructField("generation", T.IntegerType()),
+    T.StructField("lag", T.LongType()),
+    T.StructField("at", T.TimestampType()),
+])
+
+
+def test_embedded_backend_without_delta_jars(spark):
+    assert not spark_delta_configured(spark)
+    assert choose_backend(spark) == EMBEDDED
+    assert is_path("out/history") and is_path("/tmp/x") and is_path("s3://b/x") and is_path("./h")
+    assert not is_path("main.kafka_ops")
+    with pytest.raises(HistoryError, match="catalog table name"):
+        DeltaStore(spark, "main.kafka_ops.assignments", SCHEMA)
+
+
+def test_append_commit_read_and_idempotence(spark, tmp_path):
+    loc = str(tmp_path / "t")
+    store = DeltaStore(spark, loc, SCHEMA)
+    empty = store.read()
+    assert empty.count() == 0 and empty.schema == SCHEMA  # before the table exists
+
+    df = spark.sql("SELECT 'g' AS group_id, 1 AS generation, CAST(NULL AS BIGINT) AS lag, "
+                   "TIMESTAMP'2026-01-02 03:04:05.123456' AS at")
+    assert store.append(df, app_id="app-1", metadata={"k": "v"}) is True
+    assert store.append(df, app_id="app-1") is False  # same transaction marker: skipped
+    assert store.committed("app-1") and not store.committed("app-2")
+
+    dt = DeltaTable(loc)
+    assert dt.version() == 0 and dt.transaction_version("app-1") == 1
+    arrow = dt.to_pyarrow_table()
+    assert arrow.num_rows == 1
+    assert str(arrow.schema.field("at").type) == "timestamp[us, tz=UTC]"  # micros, not INT96
+    assert arrow.column("at")[0].as_py().isoformat() == "2026-01-02T03:04:05.123456+00:00"
+    assert_df_equality(store.read(), df, ignore_nullable=True)
+
+    # committed paths are relative to the table root, with size and numRecords
+    adds = [json.loads(line)["add"] for line in open(os.path.join(loc, "_delta_log", "0" * 20 + ".json"))
+            if '"add"' in line]
+    for add in adds:
+        assert "/" not in add["path"]
+        assert add["size"] == os.path.getsize(os.path.join(loc, add["path"]))
+    assert sum(json.loads(a["stats"])["numRecords"] for a in adds) == 1
+
+    # Parquet files written but never committed are never read
+    store.write_files(df.selectExpr("'other' AS group_id", "2 AS generation", "5L AS lag", "at"))
+    assert [r.group_id for r in store.read().collect()] == ["g"]
+    assert DeltaTable(loc).to_pyarrow_table().num_rows == 1
+
+    log = store.history().collect()
+    assert [r.version for r in log] == [0]
+    assert '"k": "v"' in log[0].userMetadata and "app-1" in log[0].userMetadata
+
+
+def test_read_input_formats(spark, tmp_path):
+    members = read_input(spark, str(ROOT / "data" / "sample" / "members.jsonl"))
+    m = normalize_members(members)
+    assert m.where("group_id = 'orders-service'").count() == 3
+    owned = m.where("member_id = 'orders-c1-5f2a'").select("owned").first().owned
+    assert [(o.topic, o.partition) for o in owned] == [("orders", 0), ("orders", 1), ("payments", 0)]
+
+    csv = tmp_path / "members.csv"
+    csv.write_text("group_id,member_id,topics,owned,generation\n"
+                   "g1,m1,orders;payments,orders:0;payments:2,3\n"
+                   "g1,m2,orders,,\n")
+    got = normalize_members(read_input(spark, str(csv))).orderBy("member_id").collect()
+    assert [r.topics for r in got] == [["orders", "payments"], ["orders"]]
+    assert [(o.topic, o.partition) for o in got[0].owned] == [("orders", 0), ("payments", 2)]
+    assert got[1].owned == [] and got[0].generation == 3
+
+    parts = tmp_path / "parts.csv"
+    parts.write_text("topic,partition,racks\norders,0,r1;r2\norders,1,\n")
+    p = normalize_partitions(read_input(spark, str(parts))).orderBy("partition").collect()
+    assert [r.racks for r in p] == [["r1", "r2"], []]
+
+    # a Delta folder written by the embedded backend is an input too
+    schema = T.StructType([T.StructField("topic", T.StringType()), T.StructField("partition", T.IntegerType())])
+    store = DeltaStore(spark, str(tmp_path / "pdelta"), schema)
+    store.append(spark.createDataFrame([("t", 0), ("t", 1)], schema), app_id="x")
+    assert detect_format(str(tmp_path / "pdelta")) == "delta"
+    assert read_input(spark, str(tmp_path / "pdelta")).count() == 2
+
+    assert detect_format("a/b.jsonl") == "json" and detect_format("x.csv") == "csv"
+    assert detect_format("x.parquet") == "parquet" and detect_format("main.ops.members") == "table"
+    with pytest.raises(HistoryError, match="cannot tell the format"):
+        detect_format(str(tmp_path / "nothing-here"))
