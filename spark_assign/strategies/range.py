@@ -1,41 +1,286 @@
-"""``range``: Kafka's RangeAssignor as DataFrame transformations.
+"""``range``: Kafka's RangeAssignor (with KIP-881 rack awareness) as DataFrame transformations.
 
-Per group and topic, the subscribed members in Kafka's member order each take a
-consecutive block of the topic's partitions: the first ``P % n`` members get
-``ceil(P / n)``, the rest ``floor(P / n)`` (see :mod:`spark_assign.quota`).
-Works at member x topic granularity, then one join places each partition.
+Plain range: per group and topic, the subscribed members in Kafka's member order
+each take a consecutive block of the topic's partitions: the first ``P % n``
+members get ``ceil(P / n)``, the rest ``floor(P / n)`` (see
+:mod:`spark_assign.quota`). Works at member x topic granularity (one row per
+group and topic holding its subscribers and partition numbers as arrays), then
+one explode places each partition: no join back to members.
+
+Rack-aware range (KIP-881), exactly as ``RangeAssignor.assignPartitions``:
+
+* a topic *needs* rack awareness when its subscribers have racks (empty rack ids
+  count as none), those racks meet the racks of the topic's replicas, and some
+  partition's replica racks differ from the union of the topic's replica racks;
+  a group goes rack-aware when any of its topics needs it;
+* in a rack-aware group, topics with the same subscribers (that have racks) and
+  the same partition count are *co-partitioned*: partition ``i`` of all of them
+  goes to one member, taken partition by partition by the first member (in
+  Kafka's order) whose rack is on a replica of partition ``i`` of every topic of
+  the set and that still has quota; a topic alone in its set that needs rack
+  awareness is matched member by member instead: each member in order takes the
+  first partitions on its rack, up to its quota;
+* then every topic is completed member by member, each member taking the first
+  unassigned partitions up to its quota. The quota is Kafka's: ``floor(P / n)``
+  plus one while fewer than ``P % n`` members have reached ``floor(P / n) + 1``.
+  Members without a rack match every partition.
+
+The two matching passes are greedy scans whose every step depends on the ones
+before (which partitions earlier members took, how many members already reached
+``floor(P / n) + 1``); no closed form reproduces them in general, so they run,
+exactly, as SQL ``aggregate`` scans over one row per rack-aware (group, topic
+set): the set's members (ranks, racks) and partitions (replica racks) as arrays.
+That is one distributed step for all groups at once, no driver loop, but its
+cost is O(members x partitions) per rack-aware topic set (a scan inside one row,
+not a join); every other topic takes the closed-form path.
+
+Deviations from Kafka, none visible with real metadata: partitions are matched
+across co-partitioned topics by position in partition order (Kafka by partition
+number; the same when a topic's partitions are 0..P-1, as Kafka's always are).
+
+Options: ``rack_aware`` = ``"auto"`` (default, Kafka's rule above), ``True``
+(also when every partition has replicas on the same racks: Kafka's test-only
+``preferRackAwareLogic``; subscribers' racks must still meet the replica racks)
+or ``False`` (plain range).
 """
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from ..inputs import subscriptions
 from ..ordering import with_member_index
 from ..quota import rank_for_position
 
+#: accepted values of the ``rack_aware`` option
+RACK_AWARE_MODES = ("auto", True, False)
 
-def assign_range(members: DataFrame, partitions: DataFrame, *, lags=None, **options) -> DataFrame:
-    """Kafka's RangeAssignor for every group in ``members``."""
+
+def _rack_mode(rack_aware) -> str:
+    """``"auto"``, ``"force"`` or ``"off"`` from the ``rack_aware`` option."""
+    if isinstance(rack_aware, str):
+        key = rack_aware.strip().lower()
+        if key in ("auto", "true", "false"):
+            return {"auto": "auto", "true": "force", "false": "off"}[key]
+    elif rack_aware is True or rack_aware is False:
+        return "force" if rack_aware else "off"
+    raise ValueError(f"rack_aware must be one of {RACK_AWARE_MODES}, found {rack_aware!r}")
+
+
+def _topic_metadata(partitions: DataFrame) -> DataFrame:
+    """Per topic of the metadata: ``num_partitions``, ``parts`` (partition numbers in
+    order), ``prs`` (replica racks per partition, same order, nulls dropped),
+    ``partition_racks`` (their union) and ``min_racks`` (fewest racks of a partition)."""
+    racks = F.array_distinct(F.filter(F.coalesce("racks", F.array().cast("array<string>")), lambda r: r.isNotNull()))
+    sorted_parts = F.array_sort(F.collect_list(F.struct(F.col("partition"), racks.alias("racks"))))
+    return (
+        partitions.groupBy("topic")
+        .agg(sorted_parts.alias("_p"), F.count("*").cast("int").alias("num_partitions"))
+        .select(
+            "topic",
+            "num_partitions",
+            F.transform("_p", lambda x: x["partition"]).alias("parts"),
+            F.transform("_p", lambda x: x["racks"]).alias("prs"),
+        )
+        .withColumn("partition_racks", F.array_distinct(F.flatten("prs")))
+        .withColumn("min_racks", F.array_min(F.transform("prs", lambda r: F.size(r))))
+    )
+
+
+def _topic_subscribers(members: DataFrame, partitions: DataFrame) -> DataFrame:
+    """One row per (group, subscribed topic present in the metadata): the topic's
+    metadata (see :func:`_topic_metadata`) and ``subscribers``, an array of
+    ``struct<member_index, member_id, rack>`` in Kafka's member order (empty racks as null)."""
     m = with_member_index(members)
-    sizes = partitions.groupBy("topic").agg(F.count("*").alias("num_partitions"))
-    subs = (
-        subscriptions(m)
-        .join(m.select("group_id", "member_id", "member_index"), ["group_id", "member_id"])
-        .join(sizes, "topic")  # topics missing from the metadata are skipped
+    rack = F.when(F.col("rack") != "", F.col("rack"))
+    subs = m.select(
+        "group_id", F.explode("topics").alias("topic"),
+        F.struct("member_index", "member_id", rack.alias("rack")).alias("sub"),
     )
-    wt = Window.partitionBy("group_id", "topic")
-    subs = subs.withColumn("rank", F.row_number().over(wt.orderBy("member_index")) - 1).withColumn(
-        "num_members", F.count("*").over(wt)
+    return (
+        subs.groupBy("group_id", "topic")
+        .agg(F.array_sort(F.collect_list("sub")).alias("subscribers"))
+        .join(_topic_metadata(partitions), "topic")  # topics missing from the metadata are skipped
     )
-    parts = partitions.withColumn(
-        "pos", F.row_number().over(Window.partitionBy("topic").orderBy("partition")) - 1
+
+
+def _placed(rows: DataFrame, owners: Column | None) -> DataFrame:
+    """Explode rows of (group, set of topics) into assignment rows. ``owners``: rank per
+    partition position (rack-aware sets), or null for Kafka's closed-form ranges."""
+    n = F.size("subscribers")
+    rows = rows.select(
+        "group_id", "subscribers", "num_partitions",
+        (owners if owners is not None else F.lit(None).cast("array<int>")).alias("owners"),
+        F.explode("topics").alias("t"),
     )
-    per_topic = subs.select("group_id", "topic", "num_members", "num_partitions").distinct()
-    placed = per_topic.join(parts, "topic").withColumn(
-        "rank", rank_for_position(F.col("num_partitions"), F.col("num_members"), F.col("pos"))
+    exploded = rows.select(
+        "group_id", "subscribers", "num_partitions", "owners", F.col("t.topic").alias("topic"),
+        F.posexplode("t.parts").alias("pos", "partition"),
     )
-    return placed.join(subs.select("group_id", "topic", "rank", "member_id"), ["group_id", "topic", "rank"]).select(
-        "group_id", "member_id", "topic", "partition"
+    rank = F.coalesce(F.get("owners", F.col("pos")),
+                      rank_for_position(F.col("num_partitions"), n, F.col("pos")).cast("int"))
+    return exploded.select(
+        "group_id", F.get("subscribers", rank)["member_id"].alias("member_id"), "topic", "partition"
     )
+
+# --- the sequential passes, as SQL higher-order functions over one row per (group, topic set) ---
+# Row columns used: cons (array<string>, member racks by rank), prs (array<array<string>>, replica
+# racks by partition position), n, P, q = P div n. State: owner (array<int>, rank per position,
+# -1 = unassigned), cnt (array<int>, partitions per rank), rem (members that may still reach q + 1).
+
+
+def _let(value: Column, body) -> Column:
+    """``body(x)`` with ``x`` bound to ``value`` once (Spark does not share repeated
+    subexpressions inside lambdas, so an expensive value is evaluated once this way)."""
+    return F.get(F.transform(F.array(value), body), 0)
+
+
+def _cap(s: Column, i: Column) -> Column:
+    """Kafka's ``maxAssignable``: quota left to the member at rank ``i``."""
+    return F.greatest(
+        F.lit(0), F.col("q") + F.when(s["rem"] > 0, 1).otherwise(0) - F.get(s["cnt"], i)
+    )
+
+
+def _matches(i: Column, pos: Column) -> Column:
+    """Kafka's ``racksMatch``: member ``i`` has no rack, or a replica of ``pos`` is on it."""
+    rack = F.get(F.col("cons"), i)
+    return rack.isNull() | F.coalesce(F.array_contains(F.get(F.col("prs"), pos), rack), F.lit(False))
+
+
+def _state(owner: Column, cnt: Column, rem: Column) -> Column:
+    return F.struct(owner.alias("owner"), cnt.alias("cnt"), rem.cast("int").alias("rem"))
+
+
+def _member_takes(s: Column, i: Column, rack_match: bool) -> Column:
+    """Member ``i`` takes the first unassigned (rack-matching) partitions up to its quota
+    (``assignRanges`` for one member)."""
+    ok = (lambda pos: _matches(i, pos)) if rack_match else (lambda pos: F.lit(True))
+
+    def with_take(x: Column) -> Column:
+        take, last, before = x["take"], x["last"], F.get(s["cnt"], i)
+        new = _state(
+            F.transform(s["owner"], lambda o, pos: F.when((o == -1) & (pos <= last) & ok(pos), i).otherwise(o)),
+            F.transform(s["cnt"], lambda c, j: F.when(j == i, c + take).otherwise(c)),
+            s["rem"] - F.when(before + take > F.col("q"), 1).otherwise(0),
+        )
+        return F.when(take > 0, new).otherwise(s)
+
+    def with_cands(cands: Column) -> Column:
+        take = F.least(_cap(s, i), F.size(cands))
+        return _let(F.struct(take.alias("take"), F.get(cands, take - 1).alias("last")), with_take)
+
+    cap = _cap(s, i)
+    cands = F.filter(
+        F.sequence(F.lit(0), F.col("P") - 1), lambda pos: (F.get(s["owner"], pos) == -1) & ok(pos)
+    )
+    return F.when(cap > 0, _let(cands, with_cands)).otherwise(s)
+
+
+def _partition_taken(s: Column, pos: Column) -> Column:
+    """Partition ``pos`` of a co-partitioned set goes to the first member in order that
+    matches its racks and has quota left (``assignCoPartitionedWithRackMatching``)."""
+
+    def with_member(c: Column) -> Column:
+        new = _state(
+            F.transform(s["owner"], lambda o, j: F.when(j == pos, c).otherwise(o)),
+            F.transform(s["cnt"], lambda x, j: F.when(j == c, x + 1).otherwise(x)),
+            s["rem"] - F.when(F.get(s["cnt"], c) + 1 > F.col("q"), 1).otherwise(0),
+        )
+        return F.when(c.isNotNull(), new).otherwise(s)
+
+    cands = F.filter(
+        F.sequence(F.lit(0), F.col("n") - 1), lambda i: (_cap(s, i) > 0) & _matches(i, pos)
+    )
+    return _let(F.get(cands, 0), with_member)
+
+
+def _rack_aware_owners() -> Column:
+    """The rank owning each partition position, after Kafka's rack pass and fill pass."""
+    init = _state(
+        F.array_repeat(F.lit(-1), F.col("P").cast("int")),
+        F.array_repeat(F.lit(0), F.col("n").cast("int")),
+        F.col("P") % F.col("n"),
+    )
+    members = F.sequence(F.lit(0), F.col("n") - 1)
+    positions = F.sequence(F.lit(0), F.col("P") - 1)
+    copart = F.aggregate(positions, init, _partition_taken)
+    single = F.aggregate(members, init, lambda s, i: _member_takes(s, i, True))
+    matched = F.when(F.col("copartitioned"), copart).otherwise(single)
+    filled = F.aggregate(members, matched, lambda s, i: _member_takes(s, i, False))
+    return filled["owner"]
+
+
+def _owners() -> Column:
+    """Rank owning each partition position after Kafka's matching pass and fill pass
+    (null for sets that take the closed form). Row columns: kind, cons, prs, n, P, q."""
+    init = _state(
+        F.array_repeat(F.lit(-1), F.col("P")),
+        F.array_repeat(F.lit(0), F.col("n")),
+        F.col("P") % F.col("n"),
+    )
+    members = F.sequence(F.lit(0), F.col("n") - 1)
+    positions = F.sequence(F.lit(0), F.col("P") - 1)
+    copart = F.aggregate(positions, init, _partition_taken)
+    single = F.aggregate(members, init, lambda s, i: _member_takes(s, i, True))
+    matched = F.when(F.col("kind") == "copartitioned", copart).otherwise(single)
+    filled = F.aggregate(members, matched, lambda s, i: _member_takes(s, i, False))
+    return F.when(F.col("kind") != "plain", filled["owner"])
+
+
+def _rack_aware_sets(per_topic: DataFrame, mode: str) -> DataFrame:
+    """Group topics into Kafka's co-partitioned sets and decide each set's pass:
+    ``kind`` is ``plain``, ``single`` (member-by-member rack matching) or
+    ``copartitioned`` (partition-by-partition rack matching over the set)."""
+    member_racks = F.array_distinct(F.filter(F.transform("subscribers", lambda x: x["rack"]), lambda r: r.isNotNull()))
+    t = per_topic.withColumn("member_racks", member_racks).withColumn("has_racks", F.size("member_racks") > 0)
+    useful = F.col("has_racks") & F.arrays_overlap("member_racks", "partition_racks")
+    if mode == "auto":
+        useful = useful & (F.col("min_racks") < F.size("partition_racks"))
+    t = t.withColumn("needs", F.coalesce(useful, F.lit(False)))
+    sets = (
+        t.groupBy("group_id", "subscribers", "num_partitions", "has_racks")
+        .agg(
+            F.array_sort(F.collect_list(F.struct("topic", "parts", "prs"))).alias("topics"),
+            F.max(F.col("needs").cast("int")).alias("set_needs"),
+        )
+        .withColumn("group_rack_aware", F.max("set_needs").over(Window.partitionBy("group_id")) == 1)
+    )
+    kind = (
+        F.when(~F.col("group_rack_aware") | ~F.col("has_racks"), "plain")
+        .when(F.size("topics") > 1, "copartitioned")
+        .when(F.col("set_needs") == 1, "single")
+        .otherwise("plain")
+    )
+    return sets.withColumn("kind", kind)
+
+
+def assign_range(members: DataFrame, partitions: DataFrame, *, lags=None, rack_aware="auto", **options) -> DataFrame:
+    """Kafka's RangeAssignor for every group in ``members`` (normalized inputs).
+
+    >>> assign(members, partitions, "range", rack_aware="auto")  # doctest: +SKIP
+    """
+    mode = _rack_mode(rack_aware)
+    per_topic = _topic_subscribers(members, partitions)
+    if mode == "off":
+        rows = per_topic.select(
+            "group_id", "subscribers", "num_partitions",
+            F.array(F.struct("topic", "parts")).alias("topics"),
+        )
+        return _placed(rows, None)
+    sets = _rack_aware_sets(per_topic, mode)
+    # a partition position matches a member when its rack is on a replica of that position
+    # in every topic of the set
+    prs = F.aggregate(
+        F.slice(F.transform("topics", lambda x: x["prs"]), 2, F.size("topics")),
+        F.get("topics", 0)["prs"],
+        lambda acc, x: F.zip_with(acc, x, lambda a, b: F.array_intersect(a, b)),
+    )
+    rows = (
+        sets.withColumn("n", F.size("subscribers"))
+        .withColumn("P", F.col("num_partitions"))
+        .withColumn("q", (F.col("P") / F.col("n")).cast("int"))
+        .withColumn("cons", F.transform("subscribers", lambda x: x["rack"]))
+        .withColumn("prs", F.when(F.col("kind") != "plain", prs))
+    )
+    return _placed(rows, _owners())
