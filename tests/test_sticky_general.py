@@ -1,0 +1,225 @@
+"""The sticky assignor's general path (members subscribe to different topics).
+
+All cases (Kafka's scenarios as YAML under tests/cases/sticky_general/, plus a
+few hundred random groups) run through ONE ``assign_general`` call per option
+set; every result is checked for validity and Kafka's balance rule, and for
+keeping at least as many owned partitions as kafka-python's
+StickyPartitionAssignor (a port of Kafka's GeneralAssignmentBuilder) keeps on
+the same input.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+
+import pytest
+from pyspark.sql import functions as F
+
+from casetable import SEP, assert_assignment_equal, expected, inputs, load_cases, parse_tp
+from spark_assign import properties
+from spark_assign.inputs import normalize_members, normalize_partitions
+from spark_assign.owned import resolve_owned
+from spark_assign.strategies.sticky_general import assign_general
+
+RANDOM_GROUPS = 240
+MEMBER_SCHEMA = (
+    "group_id string, member_id string, group_instance_id string, rack string, topics array<string>, "
+    "owned array<struct<topic:string,partition:int>>, generation int, assignors array<string>"
+)
+
+
+# ----------------------------------------------------------------------------- the oracle
+
+
+def kafka_sticky(members: list[tuple], sizes: dict[str, int]) -> dict[str, set]:
+    """kafka-python's StickyPartitionAssignor on one group.
+
+    ``members``: (member_id, topics, owned [(topic, partition)], generation).
+    Returns member -> {(topic, partition)}.
+    """
+    from kafka.coordinator.assignors.sticky.sticky_assignor import StickyAssignorUserData, StickyPartitionAssignor
+    from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
+    from kafka.protocol.old.group import GroupMember
+
+    class Cluster:
+        def topics(self):
+            return set(sizes)
+
+        def partitions_for_topic(self, t):
+            return set(range(sizes[t])) if t in sizes else None
+
+    group = []
+    for mid, topics, owned, gen in members:
+        by_topic = defaultdict(list)
+        for t, p in owned:
+            by_topic[t].append(p)
+        user_data = StickyAssignorUserData(list(by_topic.items()), gen if gen is not None else -1) if owned else b""
+        group.append(GroupMember(mid, None, ConsumerProtocolSubscription(version=0, topics=list(topics), user_data=user_data)))
+    out = StickyPartitionAssignor().assign(Cluster(), group)
+    return {m: {(t, p) for t, ps in a.assigned_partitions for p in ps} for m, a in out.items()}
+
+
+# ----------------------------------------------------------------------------- random groups
+
+
+def random_group(rnd: random.Random, name: str):
+    """A group with random different subscriptions and a random (possibly
+    unbalanced, partly stale) previous assignment at generation 1."""
+    nt, nm = rnd.randint(2, 6), rnd.randint(2, 7)
+    topics = [f"{name}{SEP}t{i}" for i in range(nt)]
+    sizes = {t: rnd.randint(1, 9) for t in topics}
+    subs = {f"m{i}": sorted(rnd.sample(topics, rnd.randint(1, nt))) for i in range(nm)}
+    if len({tuple(s) for s in subs.values()}) == 1:  # keep the group non-uniform
+        subs["m0"] = subs["m0"][:-1] or topics[:1] + topics[-1:]
+    owners = [m for m in subs if rnd.random() < 0.75]
+    owned = defaultdict(list)
+    for t, n in sizes.items():
+        for p in range(n):
+            if owners and rnd.random() < 0.85:
+                owned[rnd.choice(owners)].append((t, p))
+    return [(m, subs[m], owned.get(m, []), 1 if owned.get(m) else None) for m in subs], sizes
+
+
+def case_members(case) -> list[tuple]:
+    def full(t):
+        return case.name + SEP + t
+
+    return [
+        (
+            m["member_id"],
+            [full(t) for t in m.get("topics", [])],
+            [(full(t), p) for t, p in map(parse_tp, m.get("owned") or [])],
+            m.get("generation"),
+        )
+        for m in case.members
+    ]
+
+
+def case_sizes(case) -> dict[str, int]:
+    return {case.name + SEP + t: (s if isinstance(s, int) else s["count"]) for t, s in case.partitions.items()}
+
+
+# ----------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="module")
+def general_run(spark):
+    """YAML cases (no racks) and random groups, one assign_general call."""
+    cases = load_cases("sticky_general/kafka_general.yaml")
+    case_m, case_p = inputs(spark, cases)
+    rnd = random.Random(20240)
+    mrows, prows, groups = [], [], {}
+    for g in range(RANDOM_GROUPS):
+        name = f"random{g:03d}"
+        members, sizes = random_group(rnd, name)
+        groups[name] = (members, sizes)
+        prows += [(t, p, None) for t, n in sizes.items() for p in range(n)]
+        mrows += [(name, mid, None, None, topics, owned, gen, None) for mid, topics, owned, gen in members]
+    for c in cases:
+        groups[c.group_id] = (case_members(c), case_sizes(c))
+    members = normalize_members(case_m.unionByName(spark.createDataFrame(mrows, MEMBER_SCHEMA)))
+    partitions = normalize_partitions(
+        case_p.unionByName(spark.createDataFrame(prows, "topic string, partition int, racks array<string>"))
+    )
+    owned = resolve_owned(members, partitions).localCheckpoint()
+    result = assign_general(members, partitions, owned, rack_aware=False).localCheckpoint()
+    return dict(cases=cases, groups=groups, members=members, partitions=partitions, owned=owned, result=result)
+
+
+@pytest.fixture(scope="module")
+def rack_run(spark):
+    cases = load_cases("sticky_general/rack.yaml")
+    m, p = inputs(spark, cases)
+    members, partitions = normalize_members(m), normalize_partitions(p)
+    owned = resolve_owned(members, partitions)
+    result = assign_general(members, partitions, owned, rack_aware=True).localCheckpoint()
+    return dict(cases=cases, members=members, partitions=partitions, owned=owned, result=result)
+
+
+# ----------------------------------------------------------------------------- tests
+
+
+@pytest.mark.parametrize("run", ["general_run", "rack_run"])
+def test_valid_and_balanced_by_kafka_rule(run, request):
+    r = request.getfixturevalue(run)
+    problems = properties.validity_violations(r["result"], r["members"], r["partitions"]).unionByName(
+        properties.balance_violations(r["result"], r["members"], r["partitions"], rule="kafka")
+    )
+    rows = problems.limit(20).collect()
+    assert rows == [], [tuple(r) for r in rows]
+
+
+def test_every_group_answered(general_run):
+    got = {r["group_id"] for r in general_run["result"].select("group_id").distinct().collect()}
+    assert got == set(general_run["groups"])
+
+
+def test_at_least_as_sticky_as_kafka(general_run):
+    """Owned partitions kept (honoured claims only, as resolve_owned gives them)
+    versus kafka-python's StickyPartitionAssignor on the same groups."""
+    owned_rows = general_run["owned"].collect()
+    honoured = defaultdict(set)
+    for r in owned_rows:
+        honoured[r["group_id"]].add((r["member_id"], r["topic"], r["partition"]))
+    ours = defaultdict(int)
+    for r in general_run["result"].join(
+        general_run["owned"], ["group_id", "member_id", "topic", "partition"]
+    ).groupBy("group_id").count().collect():
+        ours[r["group_id"]] = r["count"]
+    kafka = {}
+    for g, (members, sizes) in general_run["groups"].items():
+        res = kafka_sticky(members, sizes)
+        kafka[g] = sum(1 for m, tps in res.items() for t, p in tps if (m, t, p) in honoured[g])
+    total_ours, total_kafka = sum(ours.values()), sum(kafka.values())
+    worse = {g: (ours[g], kafka[g]) for g in kafka if ours[g] < kafka[g]}
+    assert total_ours >= total_kafka, (total_ours, total_kafka, worse)
+    # per group, Kafka's heuristic and ours end in different balanced states now and
+    # then; bound how often Kafka keeps more (see the module report)
+    assert len(worse) <= len(kafka) // 20, worse
+    # the YAML scenarios from Kafka's tests: never less sticky
+    yaml_worse = {g: v for g, v in worse.items() if not g.startswith("random")}
+    assert yaml_worse == {}
+
+
+def _case_checks(r):
+    result = r["result"]
+    loads = {
+        (x["group_id"], x["member_id"]): x["partitions"]
+        for x in properties.member_loads(result, r["members"]).collect()
+    }
+    held = defaultdict(set)
+    for x in result.collect():
+        held[(x["group_id"], x["member_id"])].add((x["topic"].split(SEP, 1)[1], x["partition"]))
+    for c in r["cases"]:
+        raw = c.raw
+        if "load_range" in raw:
+            lo, hi = raw["load_range"]
+            for m in c.members:
+                assert lo <= loads[(c.group_id, m["member_id"])] <= hi, (c.name, m["member_id"])
+        for m, tps in (raw.get("must_hold") or {}).items():
+            assert set(map(parse_tp, tps)) <= held[(c.group_id, m)], (c.name, m)
+    return held
+
+
+def test_kafka_scenarios(general_run, spark):
+    _case_checks(general_run)
+    exact = [c for c in general_run["cases"] if c.expected is not None]
+    assert exact
+    names = [c.group_id for c in exact]
+    assert_assignment_equal(general_run["result"].where(F.col("group_id").isin(names)), expected(spark, exact))
+
+
+def test_rack_aware_locality(rack_run):
+    _case_checks(rack_run)
+    mismatches = {
+        x["group_id"]: x["n"]
+        for x in rack_run["result"]
+        .join(rack_run["members"].select("group_id", "member_id", "rack"), ["group_id", "member_id"])
+        .join(rack_run["partitions"], ["topic", "partition"])
+        .groupBy("group_id")
+        .agg(F.count(F.when(~F.array_contains("racks", F.col("rack")), 1)).alias("n"))
+        .collect()
+    }
+    for c in rack_run["cases"]:
+        assert mismatches[c.group_id] <= c.raw["max_rack_mismatch"], c.name
