@@ -1,0 +1,87 @@
+"""``cooperative-sticky``: Kafka's CooperativeStickyAssignor (KIP-429).
+
+The sticky assignment (:func:`.sticky.assign_sticky`) with every partition that
+changes owner left out of this round (Kafka's ``partitionsTransferringOwnership``):
+a partition is withheld when another member still holds it, i.e. it has a current
+claim (:func:`spark_assign.owned.current_claims`: the highest-generation claims,
+same-generation double claims included) by a member other than its new owner.
+Its holder revokes it this round (:func:`revocations`); the next rebalance, with
+``owned`` = this round's result and the generation one higher
+(:func:`next_round_members`), hands it to its new owner.
+
+>>> a1 = assign(members, partitions, "cooperative-sticky")            # doctest: +SKIP
+>>> a2 = assign(next_round_members(members, a1), partitions, "cooperative-sticky")  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from ..inputs import ASSIGNMENT_COLUMNS, OWNED_TYPE, normalize_members
+from ..owned import current_claims
+from ..properties import revocations as _revocations
+from .sticky import assign_sticky
+
+_G = "group_id"
+_TP = [_G, "topic", "partition"]
+
+
+def without_transfers(assignment: DataFrame, members: DataFrame, partitions: DataFrame) -> DataFrame:
+    """``assignment`` minus the partitions another member still holds (they change
+    owner: Kafka's ``partitionsTransferringOwnership``)."""
+    claims = current_claims(members, partitions).groupBy(*_TP).agg(
+        F.count("*").alias("_holders"), F.min("member_id").alias("_holder")
+    )
+    return (
+        assignment.join(claims, _TP, "left")
+        .where(
+            F.col("_holders").isNull()
+            | ((F.col("_holders") == 1) & (F.col("_holder") == F.col("member_id")))
+        )
+        .select(*ASSIGNMENT_COLUMNS)
+    )
+
+
+def assign_cooperative_sticky(
+    members: DataFrame, partitions: DataFrame, *, lags=None, validate: bool = True, **options
+) -> DataFrame:
+    """Kafka's CooperativeStickyAssignor for every group in ``members`` (normalized).
+
+    Returns ``group_id, member_id, topic, partition``; partitions changing owner
+    are absent until the next round.
+
+    >>> assign(members, partitions, "cooperative-sticky").show()  # doctest: +SKIP
+    """
+    full = assign_sticky(members, partitions, lags=lags, validate=validate, **options)
+    return without_transfers(full, members, partitions)
+
+
+def revocations(members: DataFrame, assignment: DataFrame, partitions: DataFrame | None = None) -> DataFrame:
+    """What each member revokes after a cooperative round: its owned partitions
+    minus its assignment (:func:`spark_assign.properties.revocations`).
+
+    >>> revocations(members, assign(members, partitions, "cooperative-sticky"), partitions)  # doctest: +SKIP
+    """
+    return _revocations(members, assignment, partitions)
+
+
+def next_round_members(members: DataFrame, assignment: DataFrame) -> DataFrame:
+    """The members of the next rebalance: ``owned`` := this round's assignment
+    (sorted by topic, partition), ``generation`` := the group's highest generation
+    plus one (0 when no member had one). Other columns are kept.
+
+    >>> round2 = next_round_members(members, assign(members, parts, "cooperative-sticky"))  # doctest: +SKIP
+    """
+    m = normalize_members(members)
+    owned = assignment.groupBy(_G, "member_id").agg(
+        F.array_sort(F.collect_list(F.struct("topic", F.col("partition").cast("int").alias("partition")))).alias("_owned")
+    )
+    gen = m.groupBy(_G).agg((F.coalesce(F.max("generation"), F.lit(-1)) + 1).cast("int").alias("_gen"))
+    out = (
+        m.join(owned, [_G, "member_id"], "left")
+        .join(gen, _G)
+        .withColumn("owned", F.coalesce("_owned", F.array().cast(OWNED_TYPE)).cast(OWNED_TYPE))
+        .withColumn("generation", F.col("_gen"))
+    )
+    return out.select(*m.columns)

@@ -1,0 +1,300 @@
+"""The sticky assignors' uniform-subscription path (Kafka's ConstrainedAssignmentBuilder,
+KAFKA-9987 / KAFKA-12464) as window functions and equi-joins on ranks.
+
+For a group of ``N`` members that all subscribe to the same topics, with ``P``
+partitions, ``C_f = P // N``, ``C_c = ceil(P / N)`` and ``C_r = P % N`` members
+end at ``C_c`` (:mod:`spark_assign.quota`):
+
+1. **Owned partitions.** Each member's honoured owned partitions
+   (:func:`spark_assign.owned.resolve_owned`) are ranked by ``(partition, topic)``
+   (Kafka since KAFKA-16277, so the kept partitions spread over the topics). A
+   member keeps them all when it owns fewer than ``C_f``; up to ``C_c`` when it owns
+   at least ``C_c`` and fewer than ``C_r`` members before it (in member-id order)
+   keep ``C_c``; otherwise up to ``C_f``.
+   Kafka walks a Java ``HashMap`` here, so *which* members keep ``C_c`` follows the
+   hash order of the member ids; spark-assign uses member-id order (Java String
+   order) by default, or Kafka's HashMap order with ``member_order="java_hash"``.
+2. **Fill.** The unassigned partitions in Kafka's order (topic, then partition:
+   ``t0-0, t0-1, ..., t1-0, ...``) are dealt round-robin to the members below
+   ``C_f`` (sorted by member id) until they reach ``C_f``; then one more each to the
+   members that may still reach ``C_c`` (members that kept exactly ``C_f``, sorted
+   by member id, then the filled members in the order they reached ``C_f``).
+   The deal is arithmetic: every member gets one *slot* per partition it still
+   takes (``explode(sequence)``, output-sized); slot ``s`` of a member belongs to
+   round ``s``, so sorting slots by ``(round, member)`` gives each slot its
+   position in the deal, and an equi-join on ``(group, position)`` with the ranked
+   unassigned partitions places every partition. A fresh assignment equals Kafka's.
+3. **Racks (KIP-881).** When a group uses rack-aware assignment (Kafka's rule, see
+   :func:`rack_aware_groups`), owned partitions with no replica on the member's
+   rack are not kept, the unassigned partitions are ordered by how many members
+   could take them rack-locally, and the slots are first matched with
+   rack-local partitions (rank-join rounds: one on each partition's first replica
+   rack, then :data:`RACK_ROUNDS` over all its replica racks), then the rest as in
+   step 2. Priority as Kafka: balance, then rack locality, then stickiness;
+   the rack-aware layout is best effort and need not equal Kafka's exactly.
+
+No step collects to the driver or loops over members or partitions; every
+window is partitioned by group (or finer) and fully ordered.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from ..ordering import java_order
+from ..quota import max_quota, min_quota, num_max_quota
+
+#: rounds of rack-local matching over all replica racks, after a first round on each
+#: partition's first (leader) replica rack; each one distributed step over all groups
+RACK_ROUNDS = 1
+
+MEMBER_ORDERS = ("member_id", "java_hash")
+
+_G = "group_id"
+
+
+def java_string_hash(col: Column | str) -> Column:
+    """Java's ``String.hashCode()`` as an unsigned 32-bit value in a long column
+    (UTF-16 code units, ``h = 31 * h + c`` modulo 2^32). ANSI-safe."""
+    c = F.col(col) if isinstance(col, str) else col
+    hx = F.hex(F.encode(c, "UTF-16BE"))
+    units = F.transform(
+        F.sequence(F.lit(0), F.greatest(F.length(hx) / 4 - 1, F.lit(-1)).cast("int")),
+        lambda i: F.conv(F.substring(hx, i * 4 + 1, 4), 16, 10).cast("long"),
+    )
+    units = F.when(F.length(hx) == 0, F.array().cast("array<long>")).otherwise(units)
+    return F.aggregate(
+        units, F.lit(0).cast("long"), lambda acc, u: F.pmod(acc * 31 + u, F.lit(1 << 32))
+    )
+
+
+def _hashmap_bucket(col: Column | str, n: Column) -> Column:
+    """Bucket of a key in a Java HashMap holding ``n`` entries (default capacity 16,
+    load factor 0.75): ``(h ^ (h >>> 16)) & (capacity - 1)``."""
+    h = java_string_hash(col)
+    spread = h.bitwiseXOR(F.shiftright(h, 16))
+    # capacity: smallest power of two >= 16 with n <= 0.75 * capacity
+    cap = F.greatest(
+        F.lit(16).cast("long"),
+        F.pow(F.lit(2), F.ceil(F.log2(F.ceil(n / F.lit(0.75))))).cast("long"),
+    )
+    cap = F.when(cap * 3 < n * 4, cap * 2).otherwise(cap)
+    return spread.bitwiseAND(cap - 1), spread
+
+
+def member_order_keys(order: str, n: Column | None = None) -> list[Column]:
+    """Sort keys of the member order in which the owned-partition quotas are handed out."""
+    if order == "member_id":
+        return [java_order("member_id")]
+    if order == "java_hash":
+        bucket, spread = _hashmap_bucket("member_id", n)
+        return [bucket, spread, java_order("member_id")]
+    raise ValueError(f"unknown member_order {order!r}: expected one of {MEMBER_ORDERS}")
+
+
+def group_partitions(members: DataFrame, partitions: DataFrame) -> DataFrame:
+    """Every partition of the group's (common) subscription:
+    ``group_id, topic, partition, racks``. Topics missing from the metadata are skipped."""
+    topics = members.groupBy(_G).agg(F.min(F.array_sort("topics")).alias("_topics")).select(
+        _G, F.explode("_topics").alias("topic")
+    )
+    return topics.join(partitions.select("topic", "partition", "racks"), "topic").select(
+        _G, "topic", "partition", F.array_distinct(F.filter("racks", lambda r: r.isNotNull())).alias("racks")
+    )
+
+
+def rack_aware_groups(members: DataFrame, gparts: DataFrame, rack_aware) -> DataFrame:
+    """Per group, whether rack-aware assignment is used: ``group_id, use_racks``.
+
+    Kafka's rule: some member has a (non-empty) rack, some partition has a replica
+    on a member rack, and not every partition has replicas on every rack
+    (``rack_aware=True`` drops the last condition, like Kafka's
+    ``preferRackAwareLogic``; ``False`` turns racks off).
+    """
+    if rack_aware is False:
+        return members.select(_G).distinct().withColumn("use_racks", F.lit(False))
+    mracks = members.groupBy(_G).agg(
+        F.collect_set(F.when(F.col("rack") != "", F.col("rack"))).alias("m_racks")
+    )
+    pracks = gparts.groupBy(_G).agg(
+        F.array_distinct(F.flatten(F.collect_set("racks"))).alias("p_racks"),
+        F.min(F.size("racks")).alias("min_racks"),
+    )
+    df = mracks.join(pracks, _G, "left")
+    intersects = F.coalesce(F.size(F.array_intersect("m_racks", "p_racks")) > 0, F.lit(False))
+    if rack_aware is True:
+        use = intersects
+    else:
+        use = intersects & (F.col("min_racks") < F.size("p_racks"))
+    return df.select(_G, use.alias("use_racks"))
+
+
+def assign_uniform(
+    members: DataFrame,
+    partitions: DataFrame,
+    owned: DataFrame,
+    *,
+    rack_aware="auto",
+    member_order: str = "member_id",
+) -> DataFrame:
+    """The constrained sticky assignment of every group in ``members`` (all
+    members of a group subscribe to the same topics).
+
+    ``members``: normalized members; ``partitions``: normalized metadata;
+    ``owned``: :func:`spark_assign.owned.resolve_owned` rows of these groups.
+    Returns ``group_id, member_id, topic, partition``.
+
+    >>> assign_uniform(members, partitions, resolve_owned(members, partitions))  # doctest: +SKIP
+    """
+    if rack_aware not in (True, False, "auto", None):
+        raise ValueError(f"rack_aware must be True, False or 'auto', got {rack_aware!r}")
+    if rack_aware is None:
+        rack_aware = "auto"
+    gw = Window.partitionBy(_G)
+    gparts = group_partitions(members, partitions)
+    sizes = gparts.groupBy(_G).agg(F.count("*").alias("P"))
+
+    use_racks = rack_aware is not False
+    base = members.select(_G, "member_id", "rack").join(sizes, _G, "left")
+    if use_racks:
+        base = base.join(rack_aware_groups(members, gparts, rack_aware), _G, "left")
+        mrack = F.when(F.coalesce("use_racks", F.lit(False)) & (F.col("rack") != ""), F.col("rack"))
+    else:
+        mrack = F.lit(None).cast("string")
+    N = F.count("*").over(gw)
+    P = F.coalesce("P", F.lit(0)).cast("long")
+    mem = base.select(
+        _G, "member_id", mrack.alias("mrack"), N.alias("N"), P.alias("P"),
+        (F.row_number().over(gw.orderBy(java_order("member_id"))) - 1).alias("m_rank"),
+    )
+
+    # -- 1. owned partitions, ranked by (partition, topic) --------------------------------
+    own = owned.select(_G, "member_id", "topic", "partition")
+    if use_racks:
+        # rack-aware groups keep only owned partitions with a replica on the member's rack
+        own = (
+            own.join(base.select(_G, "member_id", mrack.alias("mrack")), [_G, "member_id"])
+            .join(gparts.select(_G, "topic", "partition", "racks"), [_G, "topic", "partition"])
+            .where(F.col("mrack").isNull() | F.coalesce(F.array_contains("racks", F.col("mrack")), F.lit(False)))
+            .select(_G, "member_id", "topic", "partition")
+        )
+    mw = Window.partitionBy(_G, "member_id")
+    own = own.select(
+        "*", (F.row_number().over(mw.orderBy("partition", java_order("topic"))) - 1).alias("o_rank")
+    )
+    n_own = own.groupBy(_G, "member_id").agg(F.count("*").alias("n_own"))
+
+    C_f, C_c, C_r = F.col("C_f"), F.col("C_c"), F.col("C_r")
+    mem = mem.join(n_own, [_G, "member_id"], "left").select(
+        _G, "member_id", "mrack", "N", "m_rank",
+        F.coalesce("n_own", F.lit(0)).cast("long").alias("n_own"),
+        min_quota(F.col("P"), F.col("N")).alias("C_f"),
+        max_quota(F.col("P"), F.col("N")).alias("C_c"),
+        num_max_quota(F.col("P"), F.col("N")).alias("C_r"),
+    )
+    # members that keep C_c: those owning >= C_c, the first C_r of them in member order
+    can_max = (C_r > 0) & (F.col("n_own") >= C_c)
+    max_rank = F.sum(F.when(can_max, 1).otherwise(0)).over(
+        gw.orderBy(*member_order_keys(member_order, F.col("N"))).rowsBetween(
+            Window.unboundedPreceding, Window.currentRow)
+    )
+    mem = mem.select("*", (can_max & (max_rank <= C_r)).alias("at_max"))
+    kept_n = F.when(F.col("at_max"), C_c).otherwise(F.least(F.col("n_own"), C_f)).cast("long")
+    mem = mem.select("*", kept_n.alias("kept"))
+    deficit = F.greatest(C_f - F.col("kept"), F.lit(0))
+    # X members still have to reach C_c: members that kept exactly C_f (in member order),
+    # then the members below C_f in the order the round-robin fills them up to C_f
+    # (smaller deficit first: it is reached in an earlier round; then member order)
+    X = C_r - F.sum(F.when(F.col("at_max"), 1).otherwise(0)).over(gw)
+    e_phase = F.when(deficit > 0, 1).when(~F.col("at_max") & (F.col("kept") == C_f), 0)
+    e_rank = F.row_number().over(
+        gw.orderBy(F.coalesce(e_phase, F.lit(2)), F.when(deficit > 0, deficit).otherwise(0), "m_rank")
+    ) - 1
+    mem = mem.select("*", deficit.alias("deficit"), X.alias("X"), e_phase.alias("e_phase"), e_rank.alias("e_rank"))
+    extra = F.when(F.col("e_phase").isNotNull() & (F.col("e_rank") < F.col("X")), 1).otherwise(0)
+
+    kept = own.join(mem.select(_G, "member_id", "kept"), [_G, "member_id"]).where(
+        F.col("o_rank") < F.col("kept")
+    ).select(_G, "member_id", "topic", "partition")
+
+    # -- 2. slots: one per partition a member still takes ---------------------------------
+    # slot s < deficit is the member's turn in round s of the deal; slot s == deficit
+    # is its extra partition (up to C_c), dealt after every round
+    n_slots = F.col("deficit") + extra
+    slots = mem.where(n_slots > 0).select(
+        _G, "member_id", "mrack", "m_rank", "deficit", "e_rank",
+        F.explode(F.sequence(F.lit(0).cast("long"), (n_slots - 1).cast("long"))).alias("s"),
+    )
+    is_extra = F.col("s") >= F.col("deficit")
+    slots = slots.select(
+        _G, "member_id", "mrack",
+        (F.row_number().over(gw.orderBy(
+            is_extra, F.when(is_extra, F.col("e_rank")).otherwise(F.col("s")), "m_rank")) - 1).alias("pos"),
+    )
+
+    # -- 3. unassigned partitions in Kafka's order -----------------------------------------
+    unassigned = gparts.join(kept, [_G, "topic", "partition"], "left_anti")
+    base_order = [java_order("topic"), F.col("partition")]
+    if not use_racks:
+        unassigned = unassigned.select(
+            _G, "topic", "partition", (F.row_number().over(gw.orderBy(*base_order)) - 1).alias("pos")
+        )
+        return slots.join(unassigned, [_G, "pos"]).select(_G, "member_id", "topic", "partition").unionByName(kept)
+    return _rack_fill(mem, slots, unassigned, base_order).unionByName(kept)
+
+
+def _rack_fill(mem: DataFrame, slots: DataFrame, unassigned: DataFrame, base_order) -> DataFrame:
+    """Place the unassigned partitions on the slots, rack-local first (rack-aware groups)."""
+    gw = Window.partitionBy(_G)
+    rack_members = mem.where(F.col("mrack").isNotNull()).groupBy(_G, F.col("mrack").alias("rack")).agg(
+        F.count("*").alias("n_rack_members")
+    )
+    ncons = (
+        unassigned.select(_G, "topic", "partition", F.explode("racks").alias("rack"))
+        .join(rack_members, [_G, "rack"])
+        .groupBy(_G, "topic", "partition")
+        .agg(F.sum("n_rack_members").alias("ncons"))
+    )
+    # Kafka's order: fewest rack-local members first, then topic, partition
+    unassigned = unassigned.join(ncons, [_G, "topic", "partition"], "left").select(
+        _G, "topic", "partition", "racks", F.coalesce("ncons", F.lit(0)).alias("ncons")
+    )
+    unassigned = unassigned.select(
+        "*", (F.row_number().over(gw.orderBy("ncons", *base_order)) - 1).alias("upos")
+    )
+    free_slots = slots.where(F.col("mrack").isNotNull())
+    rw = Window.partitionBy(_G, "mrack")
+    fs_cols = [_G, "mrack", "member_id", "pos"]
+    # round 0: each partition on the rack of its first replica (the leader's): no conflicts
+    cand = unassigned.where(F.col("ncons") > 0).select(
+        _G, "topic", "partition", "upos", F.try_element_at("racks", F.lit(1)).alias("mrack")
+    ).select("*", F.row_number().over(rw.orderBy("upos")).alias("k"))
+    fs = free_slots.select(*fs_cols, F.row_number().over(rw.orderBy("pos")).alias("k"))
+    placed = cand.join(fs, [_G, "mrack", "k"]).select(_G, "member_id", "pos", "topic", "partition")
+    free_slots = free_slots.join(placed.select(_G, "pos"), [_G, "pos"], "left_anti")
+    free_parts = unassigned.where(F.col("ncons") > 0).join(
+        placed.select(_G, "topic", "partition"), [_G, "topic", "partition"], "left_anti")
+    for _ in range(RACK_ROUNDS):
+        # the k-th rack-local candidate of each rack meets the k-th free slot on that rack;
+        # a partition proposed on several racks takes its best proposal
+        cand = free_parts.select(_G, "topic", "partition", "upos", F.explode("racks").alias("mrack"))
+        cand = cand.select("*", F.row_number().over(rw.orderBy("upos")).alias("k"))
+        fs = free_slots.select(*fs_cols, F.row_number().over(rw.orderBy("pos")).alias("k"))
+        prop = cand.join(fs, [_G, "mrack", "k"])
+        best = F.row_number().over(Window.partitionBy(_G, "topic", "partition").orderBy("k", "pos"))
+        prop = prop.select(_G, "member_id", "pos", "topic", "partition", best.alias("_best")).where("_best = 1")
+        prop = prop.drop("_best")
+        placed = placed.unionByName(prop)
+        free_slots = free_slots.join(prop.select(_G, "pos"), [_G, "pos"], "left_anti")
+        free_parts = free_parts.join(prop.select(_G, "topic", "partition"), [_G, "topic", "partition"], "left_anti")
+    rest_slots = slots.join(placed.select(_G, "pos"), [_G, "pos"], "left_anti").select(
+        _G, "member_id", F.row_number().over(gw.orderBy("pos")).alias("k")
+    )
+    rest_parts = unassigned.join(
+        placed.select(_G, "topic", "partition"), [_G, "topic", "partition"], "left_anti"
+    ).select(_G, "topic", "partition", F.row_number().over(gw.orderBy("upos")).alias("k"))
+    rest = rest_slots.join(rest_parts, [_G, "k"])
+    return placed.select(_G, "member_id", "topic", "partition").unionByName(
+        rest.select(_G, "member_id", "topic", "partition")
+    )
