@@ -1,0 +1,196 @@
+"""Consumer lag: the input of the ``lag-aware`` strategy, and lag measures of any assignment.
+
+A lags DataFrame comes in one of two shapes (KAFKA-5337):
+
+* ``group_id, topic, partition, lag``: the lag of each partition for each group;
+* offsets: ``group_id, topic, partition, log_start_offset, log_end_offset,
+  committed_offset`` (nullable) and optionally ``auto_offset_reset`` (the
+  group's ``auto.offset.reset``; else the ``auto_offset_reset=`` argument,
+  default ``latest``). The lag is ``max(log_end - committed, 0)``; with no
+  committed offset, ``latest`` (any case) gives 0 and anything else
+  ``log_end - log_start`` (the records a reset to the earliest offset would read).
+
+:func:`partition_lags` turns either shape into ``group_id, topic, partition, lag``
+(the schema the generation history stores). Partitions with no lag row count as
+lag 0. Negative lags or offsets, a log start above the log end, null keys and a
+partition listed twice for a group raise :class:`~spark_assign.errors.InvalidLagsError`
+naming the rows.
+
+Measures: :func:`lag_report` (per member), :func:`lag_balance` (per group) and
+:func:`compare_strategies` (several strategies on the same input).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from .errors import InvalidLagsError, MissingColumnError, raise_if_rows
+
+#: the normalized lag schema (also what history.record(..., lags=) stores)
+LAG_COLUMNS = ("group_id", "topic", "partition", "lag")
+OFFSET_COLUMNS = ("group_id", "topic", "partition", "log_start_offset", "log_end_offset", "committed_offset")
+
+
+def _offsets_lag(reset) -> F.Column:
+    end, start, committed = F.col("log_end_offset"), F.col("log_start_offset"), F.col("committed_offset")
+    no_commit = F.when(F.lower(F.trim(reset)) == "latest", F.lit(0)).otherwise(end - start)
+    return F.when(committed.isNull(), no_commit).otherwise(F.greatest(end - committed, F.lit(0))).cast("long")
+
+
+def partition_lags(lags: DataFrame, auto_offset_reset: str = "latest", *, validate: bool = True) -> DataFrame:
+    """The lag of each partition for each group: ``group_id, topic, partition, lag``.
+
+    ``lags`` holds either a ``lag`` column or the offsets columns (see the module
+    doc); ``auto_offset_reset`` applies where no ``auto_offset_reset`` column
+    (or a null one) gives the group's setting.
+
+    >>> offsets = spark.createDataFrame(
+    ...     [("g", "t", 0, 1111, 9999, None)],
+    ...     "group_id string, topic string, partition int, log_start_offset long, "
+    ...     "log_end_offset long, committed_offset long")
+    >>> partition_lags(offsets, "earliest").first().lag  # doctest: +SKIP
+    8888
+    """
+    cols = set(lags.columns)
+    keys = [F.col("group_id").cast("string").alias("group_id"), F.col("topic").cast("string").alias("topic"),
+            F.col("partition").cast("int").alias("partition")]
+    if "lag" in cols:
+        missing = [c for c in LAG_COLUMNS if c not in cols]
+        if missing:
+            raise MissingColumnError(
+                f"lags is missing column(s) {missing}: expected {list(LAG_COLUMNS)} "
+                f"or {list(OFFSET_COLUMNS)}, found {sorted(cols)}")
+        raw = lags.select(*keys, F.col("lag").cast("long").alias("lag"))
+        if validate:
+            bad = raw.where(
+                F.col("group_id").isNull() | F.col("topic").isNull() | F.col("partition").isNull()
+                | (F.col("partition") < 0) | F.col("lag").isNull() | (F.col("lag") < 0)
+            ).select(F.lit("null key, negative partition, or null/negative lag").alias("problem"), *LAG_COLUMNS)
+            _check(bad, raw)
+        return raw
+    missing = [c for c in OFFSET_COLUMNS if c not in cols]
+    if missing:
+        raise MissingColumnError(
+            f"lags is missing column(s) {missing}: expected {list(LAG_COLUMNS)} "
+            f"or {list(OFFSET_COLUMNS)} (+ optional auto_offset_reset), found {sorted(cols)}")
+    reset = F.coalesce(F.col("auto_offset_reset").cast("string"), F.lit(auto_offset_reset)) \
+        if "auto_offset_reset" in cols else F.lit(auto_offset_reset)
+    off = lags.select(
+        *keys,
+        *[F.col(c).cast("long").alias(c) for c in OFFSET_COLUMNS[3:]],
+        reset.alias("auto_offset_reset"),
+    )
+    if validate:
+        s, e, c = F.col("log_start_offset"), F.col("log_end_offset"), F.col("committed_offset")
+        problem = (
+            F.when(F.col("group_id").isNull() | F.col("topic").isNull() | F.col("partition").isNull()
+                   | (F.col("partition") < 0), F.lit("null key or negative partition"))
+            .when(s.isNull() | e.isNull(), F.lit("null log_start_offset or log_end_offset"))
+            .when((s < 0) | (e < 0) | (c < 0), F.lit("negative offset"))
+            .when(s > e, F.lit("log_start_offset above log_end_offset"))
+        )
+        bad = off.withColumn("problem", problem).where(F.col("problem").isNotNull()).select(
+            "problem", *OFFSET_COLUMNS, "auto_offset_reset")
+        _check(bad, off)
+    return off.select("group_id", "topic", "partition", _offsets_lag(F.col("auto_offset_reset")).alias("lag"))
+
+
+def _check(bad: DataFrame, rows: DataFrame) -> None:
+    dupes = (
+        rows.groupBy("group_id", "topic", "partition").count().where("count > 1")
+        .select(F.lit("partition listed more than once for the group").alias("problem"),
+                "group_id", "topic", "partition", F.col("count").cast("string").alias("count"))
+    )
+    # the two problem kinds have different columns: report each on its own, bad rows first
+    raise_if_rows(bad, InvalidLagsError, "invalid lags (expected lag >= 0, offsets >= 0, log start <= log end)")
+    raise_if_rows(dupes, InvalidLagsError, "invalid lags (expected one row per group, topic and partition)")
+
+
+def _lags(lags: DataFrame | None, spark_df: DataFrame) -> DataFrame:
+    if lags is None:
+        return spark_df.sparkSession.createDataFrame([], "group_id string, topic string, partition int, lag long")
+    if "lag" in lags.columns and set(LAG_COLUMNS) <= set(lags.columns):
+        return lags.select(*LAG_COLUMNS)
+    return partition_lags(lags)
+
+
+def with_lags(assignment: DataFrame, lags: DataFrame | None) -> DataFrame:
+    """``assignment`` with a ``lag`` column (0 where ``lags`` has no row)."""
+    lag = _lags(lags, assignment)
+    return assignment.join(lag, ["group_id", "topic", "partition"], "left").withColumn(
+        "lag", F.coalesce("lag", F.lit(0)).cast("long"))
+
+
+def lag_report(assignment: DataFrame, lags: DataFrame | None, members: DataFrame | None = None) -> DataFrame:
+    """Per member: ``group_id, member_id, partitions, total_lag``.
+
+    ``lags`` in either shape (see :func:`partition_lags`). With ``members``,
+    members assigned nothing are listed with 0 partitions and 0 lag.
+
+    >>> lag_report(assign(members, parts, "lag-aware", lags=lags), lags).show()  # doctest: +SKIP
+    """
+    rep = with_lags(assignment, lags).groupBy("group_id", "member_id").agg(
+        F.count("*").cast("long").alias("partitions"), F.sum("lag").cast("long").alias("total_lag"))
+    if members is not None:
+        rep = members.select("group_id", "member_id").join(rep, ["group_id", "member_id"], "left").select(
+            "group_id", "member_id",
+            F.coalesce("partitions", F.lit(0)).cast("long").alias("partitions"),
+            F.coalesce("total_lag", F.lit(0)).cast("long").alias("total_lag"))
+    return rep
+
+
+def lag_balance(assignment: DataFrame, lags: DataFrame | None, members: DataFrame | None = None) -> DataFrame:
+    """Per group: ``group_id, members, max_lag, mean_lag, max_mean_ratio``.
+
+    ``max_mean_ratio`` is max member lag / mean member lag (1.0 is perfect
+    balance; 1.0 too when every lag is 0). The mean is over the members in the
+    assignment, or over all of ``members`` when given.
+
+    >>> lag_balance(assign(members, parts, "range", lags=lags), lags).show()  # doctest: +SKIP
+    """
+    return _balance(lag_report(assignment, lags, members), ["group_id"])
+
+
+def _balance(report: DataFrame, keys: list[str]) -> DataFrame:
+    return report.groupBy(*keys).agg(
+        F.count("*").cast("long").alias("members"),
+        F.max("total_lag").cast("long").alias("max_lag"),
+        F.avg("total_lag").alias("mean_lag"),
+    ).withColumn(
+        "max_mean_ratio",
+        F.when(F.col("mean_lag") > 0, F.col("max_lag") / F.col("mean_lag")).otherwise(F.lit(1.0)),
+    )
+
+
+def compare_strategies(
+    members: DataFrame,
+    partitions: DataFrame,
+    lags: DataFrame | None,
+    strategies: Iterable[str] = ("range", "roundrobin", "lag-aware"),
+    **options,
+) -> DataFrame:
+    """Each strategy's assignment of the same input, measured per member:
+    ``strategy, group_id, member_id, partitions, total_lag`` (members assigned
+    nothing included). ``options`` go to every strategy that takes them
+    (``lags`` goes to all).
+
+    >>> compare_strategies(members, parts, lags, ["range", "lag-aware"]).show()  # doctest: +SKIP
+    """
+    from .assign import assign
+
+    lag = partition_lags(lags) if lags is not None else None
+    out = None
+    for s in strategies:
+        a = assign(members, partitions, s, lags=lag, **(options if s == "lag-aware" else {}))
+        rep = lag_report(a, lag, members).select(F.lit(s).alias("strategy"), "*")
+        out = rep if out is None else out.unionByName(rep)
+    return out
+
+
+def compare_balance(report: DataFrame) -> DataFrame:
+    """Per strategy and group, from :func:`compare_strategies`: ``strategy, group_id,
+    members, max_lag, mean_lag, max_mean_ratio``."""
+    return _balance(report, ["strategy", "group_id"])

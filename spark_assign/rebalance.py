@@ -1,0 +1,344 @@
+"""``rebalance()``: one full consumer-group rebalance for any number of groups.
+
+A rebalance is:
+
+1. **selection** of the group's assignor (:func:`spark_assign.protocol.select_assignor`);
+2. the **protocol** each member follows (static Kafka rule or KIP-726's dynamic
+   rule, :mod:`spark_assign.protocol`);
+3. **revocation**: under EAGER every member gives up everything it owns before
+   the assignment (recorded as ``revoked``; the sticky assignors still receive
+   the previous assignment as their memory, so owned partitions stay in their
+   input). Under the dynamic rule, a member that held partitions under
+   COOPERATIVE and sees an EAGER assignor selected loses them (``lost``, never
+   handed over as ``revoked``). Under COOPERATIVE a member revokes only what
+   the new assignment takes away;
+4. the **assignment** by the selected assignor, one distributed
+   :func:`spark_assign.assign` call per distinct selected assignor (at most
+   the number of strategies) covering all groups that selected it;
+5. **follow-up rounds** while any group has partitions pending (a cooperative
+   round leaves partitions that change owner out): the members rejoin with
+   ``owned`` = the round's assignment and the next generation. Each round is
+   one distributed step over every group still pending; cooperative rounds
+   converge after one follow-up, ``max_rounds`` bounds the loop.
+
+Every round is a generation: the group's highest member generation (0 when
+no member has one, as a new Kafka group) plus the round number, recorded
+in ``history`` when one is given.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from .assign import assign, strategy_name
+from .inputs import OWNED_TYPE, normalize_members, normalize_partitions, validate_members, validate_partitions
+from .owned import current_claims
+from .properties import subscribed_partitions
+from .protocol import (
+    COOPERATIVE,
+    EAGER,
+    PROTOCOL_RULES,
+    check_common_assignor,
+    group_protocols,
+    member_protocols,
+    select_assignor,
+)
+
+_G = "group_id"
+_TP = ["topic", "partition"]
+
+ASSIGNMENT_ROUND_COLUMNS = ("group_id", "generation", "round", "member_id", "topic", "partition")
+REVOCATION_COLUMNS = ("group_id", "generation", "round", "member_id", "topic", "partition", "kind")
+SUMMARY_COLUMNS = (
+    "group_id", "round", "generation", "assignor", "votes", "protocol", "members",
+    "assigned", "pending", "unavailable", "revoked", "lost", "moved",
+)
+
+
+@dataclass
+class RebalanceResult:
+    """What :func:`rebalance` returns; every attribute is a DataFrame.
+
+    * ``summary``: per group per round: ``group_id, round, generation, assignor,
+      votes, protocol, members, assigned, pending, unavailable, revoked, lost, moved``;
+    * ``assignments``: the assignment of every round:
+      ``group_id, generation, round, member_id, topic, partition``;
+    * ``revocations``: ``group_id, generation, round, member_id, topic, partition,
+      kind`` (``revoked`` or ``lost``);
+    * ``final``: each group's assignment after its last round
+      (``group_id, member_id, topic, partition``);
+    * ``members``: the input members after the rebalance: ``owned`` = the final
+      assignment, ``generation`` = the group's last generation, ``protocol`` =
+      the protocol the member followed (extra input columns kept).
+    """
+
+    summary: DataFrame
+    assignments: DataFrame
+    revocations: DataFrame
+    final: DataFrame
+    members: DataFrame
+    rounds: int
+
+
+def _checkpoint(df: DataFrame) -> DataFrame:
+    """Materialize ``df`` and cut its lineage (works over Spark Connect too)."""
+    return df.localCheckpoint(eager=True)
+
+
+def _owned_rows(members: DataFrame, partitions: DataFrame) -> DataFrame:
+    return (
+        members.select(_G, "member_id", F.explode("owned").alias("tp"))
+        .select(_G, "member_id", "tp.topic", "tp.partition")
+        .join(partitions.select(*_TP), _TP, "left_semi")
+        .dropDuplicates([_G, "member_id", *_TP])
+    )
+
+
+def _with_extra(members: DataFrame) -> tuple[DataFrame, list[str], DataFrame | None]:
+    """Normalized members plus the input's extra columns (``protocol`` and others)."""
+    m = normalize_members(members)
+    extra = [c for c in members.columns if c not in m.columns]
+    if "protocol" not in members.columns:
+        m = m.withColumn("protocol", F.lit(None).cast("string"))
+        extra_df = members.select(_G, "member_id", *extra) if extra else None
+    else:
+        extra_df = members.select(_G, "member_id", *extra)
+        extra = [c for c in extra if c != "protocol"]
+        m = m.join(extra_df.select(_G, "member_id", "protocol"), [_G, "member_id"], "left")
+        extra_df = members.select(_G, "member_id", *extra) if extra else None
+    return m, extra, extra_df
+
+
+def rebalance(
+    members: DataFrame,
+    partitions: DataFrame,
+    *,
+    lags: DataFrame | None = None,
+    history: Any = None,
+    protocol_rule: str = "static",
+    strategy: str | None = None,
+    max_rounds: int = 5,
+    unavailable: DataFrame | None = None,
+    departed: DataFrame | None = None,
+    recorded_at: Any = None,
+    validate: bool = True,
+    **options: Any,
+) -> RebalanceResult:
+    """Rebalance every group in ``members``: selection, protocol, revocations,
+    assignment and follow-up rounds until nothing is pending.
+
+    ``members`` follows the input contract (``assignors`` drives the selection;
+    an optional ``protocol`` column is the protocol each member followed in its
+    last generation, used by the dynamic rule to tell lost from revoked).
+    ``strategy`` forces one assignor for every group (as if every member listed
+    only it). ``unavailable`` (``topic, partition``) are held out of this
+    rebalance (delayed resolution of departed members) and stay unassigned;
+    topics must then be group-scoped (as :func:`spark_assign.simulate.simulate`
+    makes them). ``departed`` (``group_id, member_id, topic, partition, kind``):
+    partitions of members that left the group, added to the first round's
+    revocations. A ``protocol_rule`` column in ``members`` sets the rule per
+    group (what-if variants). ``history`` (an :class:`~spark_assign.history.AssignmentHistory`)
+    records each round as a generation.
+
+    >>> r = rebalance(members, partitions, protocol_rule="dynamic")  # doctest: +SKIP
+    >>> r.summary.show(); r.final.show()                            # doctest: +SKIP
+    """
+    if protocol_rule not in PROTOCOL_RULES:
+        raise ValueError(f"unknown protocol_rule {protocol_rule!r}: expected one of {PROTOCOL_RULES}")
+    if max_rounds < 1:
+        raise ValueError(f"max_rounds must be >= 1, got {max_rounds}")
+    m, extra, extra_df = _with_extra(members)
+    p = normalize_partitions(partitions)
+    if strategy is not None:
+        m = m.withColumn("assignors", F.array(F.lit(strategy_name(strategy))))
+    if validate:
+        validate_members(m)
+        validate_partitions(p)
+        check_common_assignor(m)
+    m = _checkpoint(m)  # a small leaf: the selection and protocol plans below reuse it many times
+    full_p = p
+    if unavailable is not None:
+        p = p.join(unavailable.select(*_TP), _TP, "left_anti")
+
+    # the protocol rule: the argument, or per group from an extra ``protocol_rule`` column
+    if "protocol_rule" in extra:
+        rules = extra_df.groupBy(_G).agg(F.coalesce(F.max("protocol_rule"), F.lit(protocol_rule)).alias("_rule"))
+    else:
+        rules = m.select(_G).distinct().withColumn("_rule", F.lit(protocol_rule))
+    sel = _checkpoint(select_assignor(m, validate=False))
+    gp = {
+        rule: group_protocols(m, sel, protocol_rule=rule).select(_G, F.col("protocol").alias(f"_g_{rule}"))
+        for rule in PROTOCOL_RULES
+    }
+    mp = {
+        rule: member_protocols(m, sel, protocol_rule=rule).select(_G, "member_id", F.col("protocol").alias(f"_m_{rule}"))
+        for rule in PROTOCOL_RULES
+    }
+    m = (
+        m.join(rules, _G)
+        .join(mp["static"], [_G, "member_id"]).join(mp["dynamic"], [_G, "member_id"])
+        .join(gp["static"], _G).join(gp["dynamic"], _G)
+        .join(sel.select(_G, "assignor", "votes"), _G)
+    )
+    dyn = F.col("_rule") == "dynamic"
+    m = _checkpoint(
+        m.withColumn("_proto", F.when(dyn, F.col("_m_dynamic")).otherwise(F.col("_m_static")))
+        .withColumn("_gproto", F.when(dyn, F.col("_g_dynamic")).otherwise(F.col("_g_static")))
+        .drop("_m_static", "_m_dynamic", "_g_static", "_g_dynamic")
+    )
+    assignors = sorted(r.assignor for r in m.select("assignor").distinct().collect())
+    base = m.groupBy(_G).agg((F.coalesce(F.max("generation"), F.lit(0))).alias("_base"))
+    m = m.join(base, _G)
+
+    summaries, assignment_rounds, revocation_rounds = [], [], []
+    state = m  # members of groups still rebalancing, with their current owned/generation
+    rnd = 0
+    finals: list[DataFrame] = []
+    while True:
+        rnd += 1
+        gen = (F.col("_base") + F.lit(rnd)).cast("int")
+        state = state.withColumn("_gen", gen)
+        owned = _owned_rows(state, full_p).join(
+            state.select(_G, "member_id", "_proto", "_gproto", "_rule", "protocol", "_gen"), [_G, "member_id"]
+        )
+        # the assignment of this round: one distributed call per selected assignor
+        parts = []
+        for name in assignors:
+            sm = state.where(F.col("assignor") == name).select(*normalize_members(state).columns)
+            glags = lags.join(sm.select(_G).distinct(), _G, "left_semi") if lags is not None else None
+            parts.append(assign(sm, p, name, lags=glags, validate=False, **options))
+        a = parts[0]
+        for extra_a in parts[1:]:
+            a = a.unionByName(extra_a)
+        a = _checkpoint(a.join(state.select(_G, "_gen").distinct(), _G).select(
+            _G, F.col("_gen").alias("generation"), F.lit(rnd).alias("round"), "member_id", *_TP))
+        # revocations: EAGER gives up everything; COOPERATIVE what it no longer gets;
+        # a member that held under COOPERATIVE and now faces an EAGER assignor (dynamic rule) loses
+        is_lost = (F.col("_rule") == "dynamic") & (F.col("protocol") == COOPERATIVE) & (F.col("_gproto") == EAGER)
+        kept = owned.join(a.select(_G, "member_id", *_TP), [_G, "member_id", *_TP], "left_semi")
+        kept_flag = kept.select(_G, "member_id", *_TP, F.lit(True).alias("_kept"))
+        rev = (
+            owned.join(kept_flag, [_G, "member_id", *_TP], "left")
+            .withColumn("kind", F.when(is_lost, F.lit("lost")).when(
+                (F.col("_proto") == EAGER) | F.col("_kept").isNull(), F.lit("revoked")))
+            .where(F.col("kind").isNotNull())
+            .select(_G, F.col("_gen").alias("generation"), F.lit(rnd).alias("round"), "member_id", *_TP, "kind")
+        )
+        if departed is not None and rnd == 1:
+            rev = rev.unionByName(
+                departed.join(state.select(_G, "_gen").distinct(), _G).select(
+                    _G, F.col("_gen").alias("generation"), F.lit(rnd).alias("round"), "member_id", *_TP,
+                    F.coalesce("kind", F.lit("revoked")).alias("kind"))
+            )
+        rev = _checkpoint(rev)
+        # pending: subscribed partitions (not held out) left unassigned this round
+        needed = subscribed_partitions(normalize_members(state), p)
+        pend = needed.join(a.select(_G, *_TP), [_G, *_TP], "left_anti").groupBy(_G).agg(F.count("*").alias("pending"))
+        held = (
+            subscribed_partitions(normalize_members(state), full_p).join(p.select(*_TP), _TP, "left_anti")
+            .groupBy(_G).agg(F.count("*").alias("unavailable"))
+        ) if unavailable is not None else None
+        prev_owner = current_claims(normalize_members(state), full_p).where(~F.col("contested")).select(
+            _G, *_TP, F.col("member_id").alias("_prev"))
+        moved = (
+            a.join(prev_owner, [_G, *_TP]).where(F.col("_prev") != F.col("member_id"))
+            .groupBy(_G).agg(F.count("*").alias("moved"))
+        )
+        counts = a.groupBy(_G).agg(F.count("*").alias("assigned"))
+        revc = rev.groupBy(_G).agg(
+            F.count(F.when(F.col("kind") == "revoked", 1)).alias("revoked"),
+            F.count(F.when(F.col("kind") == "lost", 1)).alias("lost"),
+        )
+        groups = state.groupBy(_G, "assignor", "votes", F.col("_gproto").alias("protocol"), "_gen").agg(
+            F.count("*").alias("members"))
+        s = groups.join(counts, _G, "left").join(pend, _G, "left").join(revc, _G, "left").join(moved, _G, "left")
+        s = s.join(held, _G, "left") if held is not None else s.withColumn("unavailable", F.lit(0))
+        s = _checkpoint(s.select(
+            _G, F.lit(rnd).alias("round"), F.col("_gen").alias("generation"), "assignor",
+            F.col("votes").cast("long").alias("votes"), "protocol", F.col("members").cast("long").alias("members"),
+            *[F.coalesce(c, F.lit(0)).cast("long").alias(c) for c in
+              ("assigned", "pending", "unavailable", "revoked", "lost", "moved")],
+        ))
+        summaries.append(s)
+        assignment_rounds.append(a)
+        revocation_rounds.append(rev)
+        if history is not None:
+            _record_round(history, state, full_p, a, rev, s, lags=lags, recorded_at=recorded_at)
+        pending_groups = s.where("pending > 0").select(_G)
+        done = state.join(pending_groups, _G, "left_anti").select(_G).distinct()
+        finals.append(a.join(done, _G, "left_semi"))
+        if rnd >= max_rounds or not pending_groups.take(1):
+            finals[-1] = a  # groups still pending at the bound keep their last round
+            break
+        # next round: pending groups rejoin with owned = this round's assignment
+        new_owned = a.groupBy(_G, "member_id").agg(
+            F.array_sort(F.collect_list(F.struct("topic", F.col("partition").cast("int").alias("partition")))).alias("_o"))
+        state = _checkpoint(
+            state.join(pending_groups, _G, "left_semi")
+            .join(new_owned, [_G, "member_id"], "left")
+            .withColumn("owned", F.coalesce("_o", F.array().cast(OWNED_TYPE)).cast(OWNED_TYPE))
+            .withColumn("generation", F.col("_gen"))
+            .withColumn("protocol", F.col("_gproto"))
+            .drop("_o", "_gen")
+        )
+
+    def union(dfs):
+        out = dfs[0]
+        for d in dfs[1:]:
+            out = out.unionByName(d)
+        return out
+
+    summary = union(summaries)
+    final = union(finals).select(_G, "member_id", *_TP)
+    last = summary.groupBy(_G).agg(F.max("generation").alias("_lastgen"))
+    fo = final.groupBy(_G, "member_id").agg(
+        F.array_sort(F.collect_list(F.struct("topic", F.col("partition").cast("int").alias("partition")))).alias("_o"))
+    after = (
+        m.join(fo, [_G, "member_id"], "left").join(last, _G)
+        .withColumn("owned", F.coalesce("_o", F.array().cast(OWNED_TYPE)).cast(OWNED_TYPE))
+        .withColumn("generation", F.col("_lastgen").cast("int"))
+        .withColumn("protocol", F.col("_gproto"))
+        .select(*normalize_members(m).columns, "protocol")
+    )
+    if extra_df is not None:
+        after = after.join(extra_df, [_G, "member_id"], "left")
+    return RebalanceResult(
+        summary=summary,
+        assignments=union(assignment_rounds),
+        revocations=union(revocation_rounds),
+        final=final,
+        members=after,
+        rounds=rnd,
+    )
+
+
+def _record_round(history, state, partitions, assignment, revoked, summary, *, lags=None, recorded_at=None) -> None:
+    """Record one round of every group in ``history``: one ``history.record`` call
+    per distinct (assignor, protocol) of the round (at most strategies x 2), each
+    covering all groups that share them."""
+    combos = sorted((r.assignor, r.protocol) for r in summary.select("assignor", "protocol").distinct().collect())
+    rnd = summary.select("round").first()[0]
+    for assignor, protocol in combos:
+        groups = summary.where((F.col("assignor") == assignor) & (F.col("protocol") == protocol)).select(
+            _G, "generation")
+        keep = groups.select(_G)
+        members = state.join(keep, _G, "left_semi").select(*normalize_members(state).columns)
+        rev = revoked.join(keep, _G, "left_semi")
+        history.record(
+            assignment.join(keep, _G, "left_semi").select(_G, "member_id", *_TP),
+            members=members,
+            partitions=partitions,
+            strategy=assignor,
+            generation=groups,
+            protocol=protocol.lower(),
+            round=rnd,
+            revoked=rev.where(F.col("kind") == "revoked").select(_G, "member_id", *_TP),
+            lost=rev.where(F.col("kind") == "lost").select(_G, "member_id", *_TP),
+            lags=lags.join(keep, _G, "left_semi") if lags is not None else None,
+            recorded_at=recorded_at,
+        )

@@ -1,0 +1,68 @@
+"""rebalance(): selection, protocol, revocations, rounds; history recording."""
+
+import pytest
+from pyspark.sql import functions as F
+
+from casetable import assert_assignment_equal, expected, inputs, load_cases
+from spark_assign.errors import NoCommonAssignorError
+from spark_assign.history import AssignmentHistory
+from spark_assign.properties import check_assignment, cooperative_violations
+from spark_assign.rebalance import rebalance
+
+
+def _with_protocol(spark, cases, members):
+    rows = [(c.group_id, m["member_id"], m.get("protocol")) for c in cases for m in c.members]
+    proto = spark.createDataFrame(rows, "group_id string, member_id string, protocol string")
+    return members.join(proto, ["group_id", "member_id"])
+
+
+@pytest.mark.parametrize("rule", ["static", "dynamic"])
+def test_rebalance_cases(spark, rule):
+    cases = load_cases("protocol/rebalance.yaml")
+    members, partitions = inputs(spark, cases)
+    members = _with_protocol(spark, cases, members)
+    r = rebalance(members, partitions, protocol_rule=rule)
+    assert_assignment_equal(r.final, expected(spark, cases))
+    check_assignment(r.final, members, partitions, balance="count")
+    summary = {row.group_id: row for row in r.summary.collect()}
+    for c in cases:
+        s = summary[c.group_id]
+        assert (s.round, s.generation) == (c.raw["expected_rounds"], c.raw["expected_generation"]), c.name
+        assert s.revoked == c.raw["expected_revoked"][rule], (c.name, s)
+        assert s.lost == c.raw["expected_lost"][rule], (c.name, s)
+        assert s.pending == 0
+    # members after the rebalance own the final assignment at the last generation
+    after = {(m.group_id, m.member_id): m for m in r.members.collect()}
+    assert after[("eager_scale_out", "c2")].generation == 2
+    assert len(after[("eager_scale_out", "c2")].owned) == 3
+
+
+def test_cooperative_two_rounds_recorded(spark, tmp_path):
+    cases = [c for c in load_cases("protocol/rebalance.yaml") if c.name == "eager_scale_out"]
+    members, partitions = inputs(spark, cases)
+    members = members.withColumn("assignors", F.array(F.lit("cooperative-sticky"))).withColumn(
+        "protocol", F.lit("COOPERATIVE"))
+    history = AssignmentHistory(str(tmp_path / "history"), spark)
+    r = rebalance(members, partitions, history=history)
+    s = {row.round: row for row in r.summary.collect()}
+    assert sorted(s) == [1, 2] and r.rounds == 2
+    assert s[1].protocol == "COOPERATIVE" and s[1].pending > 0 and s[1].lost == 0
+    assert s[1].revoked == s[1].pending  # what is revoked in round 1 is handed out in round 2
+    assert s[2].pending == 0 and s[2].revoked == 0
+    round1 = r.assignments.where("round = 1")
+    assert cooperative_violations(round1, members, partitions).count() == 0
+    check_assignment(r.final, members, partitions, balance="count")
+    gens = history.history().orderBy("generation").collect()
+    assert [(g.generation, g.round, g.protocol, g.strategy) for g in gens] == [
+        (2, 1, "cooperative", "cooperative-sticky"), (3, 2, "cooperative", "cooperative-sticky")]
+    assert gens[0].unassigned == s[1].pending and gens[1].unassigned == 0
+    assert history.revocations(kind="revoked").count() == s[1].revoked
+
+
+def test_no_common_assignor_records_nothing(spark, tmp_path):
+    cases = load_cases("protocol/no_common.yaml")
+    members, partitions = inputs(spark, cases)
+    history = AssignmentHistory(str(tmp_path / "history"), spark)
+    with pytest.raises(NoCommonAssignorError, match="disjoint_lists"):
+        rebalance(members, partitions, history=history)
+    assert history.history().count() == 0

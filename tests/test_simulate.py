@@ -1,0 +1,119 @@
+"""simulate() / what_if(): static membership, crash detection, delayed resolution,
+bad events; every generation recorded in a real AssignmentHistory."""
+
+import pytest
+from pyspark.sql import functions as F
+
+from spark_assign.errors import InvalidEventsError, NoCommonAssignorError
+from spark_assign.history import AssignmentHistory
+from spark_assign.simulate import compare, normalize_events, simulate, simulation_table, validate_events
+
+E = ("group_id string, at long, kind string, member_id string, group_instance_id string, "
+     "topics array<string>, assignors array<string>, topic string, partitions int")
+
+# a: dynamic, crashes at 30 (detected at 30 + 25 = 55); b: static, leaves at 40 and
+# returns at 50 (within the timeout: no rebalance); t grows from 6 to 8 partitions at 60.
+TIMELINE = [
+    (0, "join", "a", None, ["t"], ["range"], None, None),
+    (10, "join", "b", "ib", ["t"], ["range"], None, None),
+    (20, "join", "c", None, ["t"], ["range"], None, None),
+    (30, "crash", "a", None, None, None, None, None),
+    (40, "leave", "b", None, None, None, None, None),
+    (50, "join", "b", "ib", ["t"], ["range"], None, None),
+    (60, "partitions_added", None, None, None, None, "t", 8),
+]
+
+
+def _events(spark, groups):
+    return spark.createDataFrame([(g, *row) for g in groups for row in TIMELINE], E)
+
+
+def _parts(spark):
+    return spark.createDataFrame([("t", i) for i in range(6)], "topic string, partition int")
+
+
+def test_simulate_static_crash_and_delayed_resolution(spark, tmp_path):
+    history = AssignmentHistory(str(tmp_path / "history"), spark)
+    events = _events(spark, ["plain", "delayed"]).withColumn(
+        "_delay", F.when(F.col("group_id") == "delayed", F.lit(20)).otherwise(F.lit(0)).cast("long"))
+    r = simulate(events, _parts(spark), session_timeout_ms=25, history=history)
+    gens = {(g.group_id, g.generation): g for g in r.generations.collect()}
+    # plain: joins at 0, 10, 20 -> generations 1-3; no rebalance at 30, 40, 50;
+    # the crash expires at 55 (generation 4, a's two partitions lost); growth at 60 -> 5
+    plain = sorted((g.generation, g.at.timestamp() * 1000, g.event_kinds, g.members, g.lost, g.unassigned)
+                   for (gid, _), g in gens.items() if gid == "plain")
+    assert [(p[0], round(p[1]), p[2], p[3], p[4], p[5]) for p in plain] == [
+        (1, 0, "join", 1, 0, 0), (2, 10, "join", 2, 0, 0), (3, 20, "join", 3, 0, 0),
+        (4, 55, "expire", 2, 2, 0), (5, 60, "partitions_added", 2, 0, 0)]
+    # delayed: a's partitions stay unassigned from 55 until the deadline at 75
+    delayed = sorted((g.generation, round(g.at.timestamp() * 1000), g.unassigned)
+                     for (gid, _), g in gens.items() if gid == "delayed")
+    assert delayed == [(1, 0, 0), (2, 10, 0), (3, 20, 0), (4, 55, 2), (5, 60, 2), (6, 75, 0)]
+    # final assignments: range over b (static, first) and c on 8 partitions
+    final = {(a.group_id, a.member_id, a.partition) for a in r.assignment.collect()}
+    expect = {(g, "b", p) for g in ("plain", "delayed") for p in range(4)} | {
+        (g, "c", p) for g in ("plain", "delayed") for p in range(4, 8)}
+    assert final == expect
+    # b came back as the same static member without a rebalance: generation 3 kept it
+    steps = {(s.group_id, s.at): s for s in r.steps.collect()}
+    assert not steps[("plain", 50)].rebalanced and not steps[("plain", 40)].rebalanced
+    assert steps[("plain", 30)].idle == 2  # a crashed, its partitions idle until 55
+    # recorded: every generation, lost partitions, simulated times
+    h = {(g.group_id, g.generation): g for g in history.history().collect()}
+    assert len(h) == 11 and h[("plain", 4)].lost == 2 and h[("plain", 4)].unassigned == 0
+    assert h[("delayed", 4)].unassigned == 2
+    assert history.revocations(group_id="plain", kind="lost").select("member_id").distinct().collect()[0][0] == "a"
+    assert simulation_table(history).count() == 11
+    cmp = {c.variant: c for c in compare(_rename_as_variants(r)).collect()}
+    assert {v: c.rebalances for v, c in cmp.items()} == {"plain": 5, "delayed": 6}
+    assert {v: c.lost for v, c in cmp.items()} == {"plain": 2, "delayed": 2}
+    # availability gap (ms): a's 2 partitions idle 30..55, b's 2 idle 40..50 (static leave);
+    # delayed: a's 2 also unassigned 55..75
+    assert cmp["plain"].unassigned_partition_seconds == pytest.approx(0.070)
+    assert cmp["delayed"].unassigned_partition_seconds == pytest.approx(0.110)
+
+
+def _rename_as_variants(r):
+    from spark_assign.simulate import SimulationResult
+
+    ren = lambda df: df.withColumn("group_id", F.concat(F.lit("x@"), F.col("group_id")))  # noqa: E731
+    return SimulationResult(ren(r.generations), ren(r.steps), ren(r.assignment), ren(r.revocations))
+
+
+BAD = [
+    ("out_of_order", [(0, "join", "a", None, ["t"], None, None, None, 1),
+                      (20, "join", "b", None, ["t"], None, None, None, 2),
+                      (10, "join", "c", None, ["t"], None, None, None, 3)], "out of order"),
+    ("unknown_leave", [(0, "join", "a", None, ["t"], None, None, None, 1),
+                       (5, "leave", "zz", None, None, None, None, None, 2)], "not present"),
+    ("double_join", [(0, "join", "a", None, ["t"], None, None, None, 1),
+                     (5, "join", "a", None, ["t"], None, None, None, 2)], "already present"),
+]
+
+
+def test_bad_events_name_the_event_and_record_nothing(spark, tmp_path):
+    rows = [(g, *r) for g, evs, _ in BAD for r in evs]
+    events = spark.createDataFrame(rows, E + ", seq long")
+    with pytest.raises(InvalidEventsError) as err:
+        validate_events(normalize_events(events), _parts(spark))
+    msg = str(err.value)
+    for g, _, problem in BAD:
+        assert g in msg and problem in msg, (g, msg)
+    assert "'zz'" in msg and "event_number=3" in msg
+    history = AssignmentHistory(str(tmp_path / "history"), spark)
+    # a valid group alongside a bad one: nothing at all is recorded
+    ok = spark.createDataFrame([("fine", 0, "join", "a", None, ["t"], None, None, None, 1)], E + ", seq long")
+    with pytest.raises(InvalidEventsError):
+        simulate(ok.unionByName(events), _parts(spark), history=history)
+    assert history.history().count() == 0
+
+
+def test_no_common_assignor_at_a_step(spark, tmp_path):
+    events = spark.createDataFrame([
+        ("g", 0, "join", "a", None, ["t"], ["range"], None, None),
+        ("g", 5, "join", "b", None, ["t"], ["cooperative-sticky"], None, None),
+    ], E)
+    history = AssignmentHistory(str(tmp_path / "history"), spark)
+    with pytest.raises(NoCommonAssignorError, match=r"g at 5 \(step 2\)"):
+        simulate(events, _parts(spark), history=history)
+    assert history.history().count() == 0
