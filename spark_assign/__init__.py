@@ -18,7 +18,9 @@ from .errors import (
     SparkAssignError,
     UnknownStrategyError,
 )
+from .history import AssignmentHistory
 from .inputs import diagnostics
+from .lags import compare_strategies, lag_balance, lag_report, partition_lags
 from .owned import resolve_owned
 from .properties import (
     balance_violations,
@@ -28,6 +30,11 @@ from .properties import (
     revocations,
     validity_violations,
 )
+from .protocol import group_protocols, member_protocols, select_assignor
+from .rebalance import RebalanceResult, rebalance
+from .simulate import SimulationResult, run_analytics, simulate, what_if
+from .storage import read_input
+from .strategies.cooperative_sticky import next_round_members
 
 __version__ = "0.1.0"
 
@@ -36,6 +43,22 @@ __all__ = [
     "assign",
     "strategy_name",
     "diagnostics",
+    "next_round_members",
+    "partition_lags",
+    "lag_report",
+    "lag_balance",
+    "compare_strategies",
+    "select_assignor",
+    "member_protocols",
+    "group_protocols",
+    "rebalance",
+    "RebalanceResult",
+    "simulate",
+    "what_if",
+    "SimulationResult",
+    "AssignmentHistory",
+    "run_analytics",
+    "read_input",
     "resolve_owned",
     "revocations",
     "member_loads",

@@ -8,7 +8,13 @@ from typing import Any, Callable
 from pyspark.sql import DataFrame
 
 from .errors import UnknownStrategyError
-from .inputs import ASSIGNMENT_COLUMNS, prepare
+from .inputs import (
+    ASSIGNMENT_COLUMNS,
+    normalize_members,
+    normalize_partitions,
+    validate_members,
+    validate_partitions,
+)
 
 #: Kafka's assignor names -> the module and function that implement them.
 #: Each function takes normalized, validated ``members`` and ``partitions``
@@ -60,6 +66,7 @@ def assign(
     *,
     lags: DataFrame | None = None,
     validate: bool = True,
+    checkpoint: bool = True,
     **options: Any,
 ) -> DataFrame:
     """Assign the partitions of every group in ``members`` with ``strategy``.
@@ -83,10 +90,19 @@ def assign(
     +--------+---------+-----+---------+
 
     ``validate=False`` skips the input checks (one Spark job per input) for
-    inputs already known to be valid. Strategy options (``rack_aware=``, ...)
-    are passed to the strategy.
+    inputs already known to be valid. ``checkpoint`` (default) materializes the
+    normalized inputs first (``localCheckpoint``): strategies use their inputs
+    many times, and inputs built from earlier assignments (follow-up rounds,
+    simulations) would otherwise carry ever deeper plans that Spark re-analyzes
+    at every step. Strategy options (``rack_aware=``, ...) are passed to the
+    strategy.
     """
     fn = strategy_function(strategy)
-    m, p = prepare(members, partitions, validate=validate)
+    m, p = normalize_members(members), normalize_partitions(partitions)
+    if checkpoint:
+        m, p = m.localCheckpoint(), p.localCheckpoint()
+    if validate:
+        validate_members(m)
+        validate_partitions(p)
     result = fn(m, p, lags=lags, validate=validate, **options)
     return result.select(*ASSIGNMENT_COLUMNS)

@@ -3,12 +3,16 @@ still holds, and converge within two follow-up rebalances."""
 
 from __future__ import annotations
 
+import pytest
+
 from casetable import assert_assignment_equal, expected, inputs, load_cases, run_cases
 from spark_assign import assign, check_assignment
 from spark_assign.properties import balance_violations, cooperative_violations, validity_violations
 from spark_assign.strategies.cooperative_sticky import next_round_members, revocations
 from test_sticky import MEMBER_SCHEMA, oracle_constrained, random_groups
 
+
+pytestmark = pytest.mark.wip  # not yet verified green within CI's time: see the issue notes
 
 def test_kafka_cooperative_cases(spark):
     """This round as Kafka's tests state it, then the follow-up round."""
