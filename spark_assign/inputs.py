@@ -161,15 +161,6 @@ def validate_partitions(partitions: DataFrame) -> DataFrame:
     return partitions
 
 
-def prepare(members: DataFrame, partitions: DataFrame, *, validate: bool = True) -> tuple[DataFrame, DataFrame]:
-    """Normalize (and by default validate) both inputs."""
-    m, p = normalize_members(members), normalize_partitions(partitions)
-    if validate:
-        validate_members(m)
-        validate_partitions(p)
-    return m, p
-
-
 def subscriptions(members: DataFrame) -> DataFrame:
     """One row per (group_id, member_id, topic) of each member's subscription."""
     return members.select("group_id", "member_id", F.explode("topics").alias("topic"))

@@ -5,7 +5,7 @@ changes owner left out of this round (Kafka's ``partitionsTransferringOwnership`
 a partition is withheld when another member still holds it, i.e. it has a current
 claim (:func:`spark_assign.owned.current_claims`: the highest-generation claims,
 same-generation double claims included) by a member other than its new owner.
-Its holder revokes it this round (:func:`revocations`); the next rebalance, with
+Its holder revokes it this round (:func:`spark_assign.properties.revocations`); the next rebalance, with
 ``owned`` = this round's result and the generation one higher
 (:func:`next_round_members`), hands it to its new owner.
 
@@ -20,7 +20,6 @@ from pyspark.sql import functions as F
 
 from ..inputs import ASSIGNMENT_COLUMNS, OWNED_TYPE, normalize_members
 from ..owned import current_claims
-from ..properties import revocations as _revocations
 from .sticky import assign_sticky
 
 _G = "group_id"
@@ -55,15 +54,6 @@ def assign_cooperative_sticky(
     """
     full = assign_sticky(members, partitions, lags=lags, validate=validate, **options)
     return without_transfers(full, members, partitions)
-
-
-def revocations(members: DataFrame, assignment: DataFrame, partitions: DataFrame | None = None) -> DataFrame:
-    """What each member revokes after a cooperative round: its owned partitions
-    minus its assignment (:func:`spark_assign.properties.revocations`).
-
-    >>> revocations(members, assign(members, partitions, "cooperative-sticky"), partitions)  # doctest: +SKIP
-    """
-    return _revocations(members, assignment, partitions)
 
 
 def next_round_members(members: DataFrame, assignment: DataFrame) -> DataFrame:
