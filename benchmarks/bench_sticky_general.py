@@ -2,7 +2,7 @@
 
 One group of ``--members`` members over ``--topics`` topics x ``--partitions``
 partitions, each member subscribed to a random 10-20% of the topics, nobody
-owning anything (fresh). spark-assign's ``assign_general`` against kafka-python's
+owning anything (fresh). spark-assign's ``assign(members, partitions, "sticky")`` (end to end) against kafka-python's
 StickyPartitionAssignor (a port of Kafka's GeneralAssignmentBuilder) on the same
 input, the peer in a subprocess with a time cap.
 
@@ -32,9 +32,8 @@ def main() -> None:
     ap.add_argument("--area", default="sticky_general")
     args = ap.parse_args()
 
-    from spark_assign import properties
+    from spark_assign import assign, properties
     from spark_assign.inputs import normalize_members, normalize_partitions
-    from spark_assign.owned import resolve_owned
     from spark_assign.strategies import sticky_general
 
     spark = session()
@@ -44,11 +43,10 @@ def main() -> None:
     )
     members = normalize_members(m).localCheckpoint()
     partitions = normalize_partitions(p).localCheckpoint()
-    owned = resolve_owned(members, partitions).localCheckpoint()
     subs = members.selectExpr("sum(size(topics)) as n").collect()[0]["n"]
 
     def build():
-        return sticky_general.assign_general(members, partitions, owned, rack_aware=False)
+        return assign(members, partitions, "sticky", rack_aware=False)
 
     t0 = time.perf_counter()
     ours = time_spark(build)
@@ -80,7 +78,8 @@ def main() -> None:
         [[size, fmt_s(ours), rounds, peer_cell,
           "n/a" if args.no_peer else ratio(peer, ours, None if peer else args.peer_timeout)]],
         notes=(
-            "spark-assign: `assign_general` (member x topic counts, fitted initial fill, "
+            "spark-assign: `assign(members, partitions, \"sticky\")` end to end (input validation, the "
+            "uniform/general split, then the general path: member x topic counts, fitted initial fill, "
             "balancing rounds until Kafka's balance rule holds, rank-join placement), timed to a noop write. "
             "kafka-python: `StickyPartitionAssignor.assign` in a subprocess, only the assign call timed. "
             "Kafka's Java client takes about 50 s on this input (issue)."

@@ -37,6 +37,7 @@ from pyspark.sql import types as T
 
 from .assign import assign, strategy_name
 from .inputs import OWNED_TYPE, normalize_members, normalize_partitions, validate_members, validate_partitions
+from .lineage import materialize_state
 from .owned import current_claims
 from .properties import subscribed_partitions
 from .protocol import (
@@ -84,10 +85,6 @@ class RebalanceResult:
     members: DataFrame
     rounds: int
 
-
-def _checkpoint(df: DataFrame) -> DataFrame:
-    """Materialize ``df`` and cut its lineage (works over Spark Connect too)."""
-    return df.localCheckpoint(eager=True)
 
 
 def _owned_rows(members: DataFrame, partitions: DataFrame) -> DataFrame:
@@ -160,7 +157,7 @@ def rebalance(
         validate_members(m)
         validate_partitions(p)
         check_common_assignor(m)
-    m = _checkpoint(m)  # a small leaf: the selection and protocol plans below reuse it many times
+    m = materialize_state(m)  # a small leaf: the selection and protocol plans below reuse it many times
     full_p = p
     if unavailable is not None:
         p = p.join(unavailable.select(*_TP), _TP, "left_anti")
@@ -170,7 +167,7 @@ def rebalance(
         rules = extra_df.groupBy(_G).agg(F.coalesce(F.max("protocol_rule"), F.lit(protocol_rule)).alias("_rule"))
     else:
         rules = m.select(_G).distinct().withColumn("_rule", F.lit(protocol_rule))
-    sel = _checkpoint(select_assignor(m, validate=False))
+    sel = materialize_state(select_assignor(m, validate=False))
     gp = {
         rule: group_protocols(m, sel, protocol_rule=rule).select(_G, F.col("protocol").alias(f"_g_{rule}"))
         for rule in PROTOCOL_RULES
@@ -186,7 +183,7 @@ def rebalance(
         .join(sel.select(_G, "assignor", "votes"), _G)
     )
     dyn = F.col("_rule") == "dynamic"
-    m = _checkpoint(
+    m = materialize_state(
         m.withColumn("_proto", F.when(dyn, F.col("_m_dynamic")).otherwise(F.col("_m_static")))
         .withColumn("_gproto", F.when(dyn, F.col("_g_dynamic")).otherwise(F.col("_g_static")))
         .drop("_m_static", "_m_dynamic", "_g_static", "_g_dynamic")
@@ -215,7 +212,7 @@ def rebalance(
         a = parts[0]
         for extra_a in parts[1:]:
             a = a.unionByName(extra_a)
-        a = _checkpoint(a.join(state.select(_G, "_gen").distinct(), _G).select(
+        a = materialize_state(a.join(state.select(_G, "_gen").distinct(), _G).select(
             _G, F.col("_gen").alias("generation"), F.lit(rnd).alias("round"), "member_id", *_TP))
         # revocations: EAGER gives up everything; COOPERATIVE what it no longer gets;
         # a member that held under COOPERATIVE and now faces an EAGER assignor (dynamic rule) loses
@@ -235,7 +232,7 @@ def rebalance(
                     _G, F.col("_gen").alias("generation"), F.lit(rnd).alias("round"), "member_id", *_TP,
                     F.coalesce("kind", F.lit("revoked")).alias("kind"))
             )
-        rev = _checkpoint(rev)
+        rev = materialize_state(rev)
         # pending: subscribed partitions (not held out) left unassigned this round
         needed = subscribed_partitions(normalize_members(state), p)
         pend = needed.join(a.select(_G, *_TP), [_G, *_TP], "left_anti").groupBy(_G).agg(F.count("*").alias("pending"))
@@ -258,7 +255,7 @@ def rebalance(
             F.count("*").alias("members"))
         s = groups.join(counts, _G, "left").join(pend, _G, "left").join(revc, _G, "left").join(moved, _G, "left")
         s = s.join(held, _G, "left") if held is not None else s.withColumn("unavailable", F.lit(0))
-        s = _checkpoint(s.select(
+        s = materialize_state(s.select(
             _G, F.lit(rnd).alias("round"), F.col("_gen").alias("generation"), "assignor",
             F.col("votes").cast("long").alias("votes"), "protocol", F.col("members").cast("long").alias("members"),
             *[F.coalesce(c, F.lit(0)).cast("long").alias(c) for c in
@@ -278,7 +275,7 @@ def rebalance(
         # next round: pending groups rejoin with owned = this round's assignment
         new_owned = a.groupBy(_G, "member_id").agg(
             F.array_sort(F.collect_list(F.struct("topic", F.col("partition").cast("int").alias("partition")))).alias("_o"))
-        state = _checkpoint(
+        state = materialize_state(
             state.join(pending_groups, _G, "left_semi")
             .join(new_owned, [_G, "member_id"], "left")
             .withColumn("owned", F.coalesce("_o", F.array().cast(OWNED_TYPE)).cast(OWNED_TYPE))

@@ -68,7 +68,8 @@ from pyspark.sql import types as T
 from .errors import InvalidEventsError, raise_if_rows
 from .inputs import OWNED_TYPE, normalize_partitions
 from .protocol import canonical_assignors, disagreements
-from .rebalance import _checkpoint, rebalance
+from .lineage import materialize_state
+from .rebalance import rebalance
 
 _G = "group_id"
 _TP = ["topic", "partition"]
@@ -487,18 +488,18 @@ def simulate(
     p0 = normalize_partitions(partitions)
     if validate:
         validate_events(e, p0)
-    e = _checkpoint(_ordered(e))
-    timeline = _checkpoint(_member_timeline(e))
+    e = materialize_state(_ordered(e))
+    timeline = materialize_state(_member_timeline(e))
     synthetic = _synthetic(e, timeline)
-    steps = _checkpoint(_steps(e, synthetic))
+    steps = materialize_state(_steps(e, synthetic))
     rosters = _rosters(timeline, steps)
     cfg = e.select(_G, "_strategy", "_rule", "_timeout", "_delay").distinct()
     rosters = rosters.join(cfg, _G).withColumn(
         "assignors", F.when(F.col("_strategy").isNotNull(), F.array(F.col("_strategy"))).otherwise(F.col("assignors")))
-    rosters = _checkpoint(rosters)
+    rosters = materialize_state(rosters)
     if validate:
         _check_rosters_agree(rosters, steps)
-    dep_kinds = _checkpoint(_departure_kinds(timeline, steps))
+    dep_kinds = materialize_state(_departure_kinds(timeline, steps))
     n_steps = steps.agg(F.max("step")).first()[0] or 0
 
     # each group's topics: the ones its members subscribe to or its events name
@@ -507,17 +508,17 @@ def simulate(
         .unionByName(e.where(F.col("topic").isNotNull()).select(_G, "topic")).distinct()
     )
     sizes = p0.groupBy("topic").agg(F.count("*").cast("int").alias("partitions"))
-    meta = _checkpoint(group_topics.join(sizes, "topic").select(_G, "topic", "partitions"))
+    meta = materialize_state(group_topics.join(sizes, "topic").select(_G, "topic", "partitions"))
     lag_state = None
     if lags is not None:
         lg = lags.select(*([_G] if _G in lags.columns else []), "topic", F.col("partition").cast("int"),
                          F.col("lag").cast("long"))
-        lag_state = _checkpoint(lg if _G in lg.columns else group_topics.join(lg, "topic").select(_G, "topic", "partition", "lag"))
-    owned_state = _checkpoint(spark.createDataFrame(
+        lag_state = materialize_state(lg if _G in lg.columns else group_topics.join(lg, "topic").select(_G, "topic", "partition", "lag"))
+    owned_state = materialize_state(spark.createDataFrame(
         [], "group_id string, member_id string, group_instance_id string, topic string, partition int"))
-    held = _checkpoint(spark.createDataFrame(
+    held = materialize_state(spark.createDataFrame(
         [], "group_id string, member_id string, group_instance_id string, topic string, partition int, deadline long"))
-    group_state = _checkpoint(spark.createDataFrame([], "group_id string, generation int, protocol string"))
+    group_state = materialize_state(spark.createDataFrame([], "group_id string, generation int, protocol string"))
     scoped_history = _ScopedHistory(history) if history is not None else None
     sim_store = simulation_store(history) if history is not None else None
 
@@ -525,13 +526,13 @@ def simulate(
     for k in range(1, n_steps + 1):
         log.info("simulate: step %d of %d", k, n_steps)
         sk = steps.where(F.col("step") == k)
-        sk = _checkpoint(sk.join(cfg, _G))
+        sk = materialize_state(sk.join(cfg, _G))
         ev = e.join(sk.select(_G, "at"), [_G, "at"], "left_semi")
         roster = rosters.where(F.col("step") == k)
         # 1. metadata and lags
         grown = ev.where(F.col("kind") == "partitions_added").groupBy(_G, "topic").agg(
             F.max("partitions").alias("_new"))
-        meta = _checkpoint(
+        meta = materialize_state(
             meta.join(grown, [_G, "topic"], "full_outer")
             .select(_G, "topic", F.greatest(F.coalesce("partitions", F.lit(0)), F.coalesce("_new", F.lit(0)))
                     .cast("int").alias("partitions")))
@@ -539,7 +540,7 @@ def simulate(
         if lag_ev.take(1):
             expanded = _lag_rows(lag_ev, meta)
             base = lag_state if lag_state is not None else expanded.limit(0)
-            lag_state = _checkpoint(base.join(expanded.select(_G, "topic", "partition"), [_G, "topic", "partition"], "left_anti")
+            lag_state = materialize_state(base.join(expanded.select(_G, "topic", "partition"), [_G, "topic", "partition"], "left_anti")
                             .unionByName(expanded))
         # 2. owners no longer in the group: a static member's replacement inherits, others depart
         ok = owned_state.join(sk.select(_G), _G, "left_semi")
@@ -567,23 +568,23 @@ def simulate(
                 _G, "member_id", "group_instance_id", "topic", "partition",
                 (F.col("at") + F.col("_delay")).alias("deadline")))
         )
-        owned_now = _checkpoint(stay.unionByName(inherited).unionByName(back))
-        held = _checkpoint(held.join(sk.select(_G), _G, "left_anti").unionByName(new_held))
+        owned_now = materialize_state(stay.unionByName(inherited).unionByName(back))
+        held = materialize_state(held.join(sk.select(_G), _G, "left_anti").unionByName(new_held))
         # 4. which groups rebalance: the events call for it, or partitions were released
         rel = released.select(_G).distinct().withColumn("_rel", F.lit(True))
         dep = departed.select(_G).distinct().withColumn("_dep", F.lit(True))
         flags = sk.join(rel, _G, "left").join(dep, _G, "left").withColumn(
             "rebalanced", F.col("triggers") | F.col("_rel").isNotNull() | F.col("_dep").isNotNull())
-        flags = _checkpoint(flags.select(_G, "at", "step", "kinds", "rebalanced", "_rule"))
+        flags = materialize_state(flags.select(_G, "at", "step", "kinds", "rebalanced", "_rule"))
         rb_groups = flags.where("rebalanced").select(_G)
         new_owned = owned_now.join(rb_groups, _G, "left_anti")
         if rb_groups.take(1):
-            members = _checkpoint(_members_for(roster.join(rb_groups, _G, "left_semi"), owned_now, group_state, flags))
+            members = materialize_state(_members_for(roster.join(rb_groups, _G, "left_semi"), owned_now, group_state, flags))
             scoped_meta = meta.join(rb_groups, _G, "left_semi")
             scoped_parts = scoped_meta.select(
                 _G, "topic", F.explode(F.sequence(F.lit(0), F.col("partitions") - 1)).alias("partition")
             ).where(F.col("partition") >= 0).select(_scope("topic").alias("topic"), F.col("partition").cast("int"))
-            scoped_parts = _checkpoint(scoped_parts)
+            scoped_parts = materialize_state(scoped_parts)
             unavailable = held.join(rb_groups, _G, "left_semi").select(_scope("topic").alias("topic"), "partition")
             scoped_lags = (lag_state.join(rb_groups, _G, "left_semi").select(_G, _scope("topic").alias("topic"),
                                                                              "partition", "lag")
@@ -597,18 +598,18 @@ def simulate(
                 _G, "member_id", "group_instance_id", _unscope("topic").alias("topic"), "partition")
             new_owned = new_owned.unionByName(final)
             last = r.summary.groupBy(_G).agg(F.max_by(F.struct("generation", "protocol"), "round").alias("_l"))
-            group_state = _checkpoint(group_state.join(last.select(_G), _G, "left_anti").unionByName(
+            group_state = materialize_state(group_state.join(last.select(_G), _G, "left_anti").unionByName(
                 last.select(_G, F.col("_l.generation").alias("generation"), F.col("_l.protocol").alias("protocol"))))
-            g_rows = _checkpoint(r.summary.join(flags.select(_G, "at", "step", "kinds"), _G).select(
+            g_rows = materialize_state(r.summary.join(flags.select(_G, "at", "step", "kinds"), _G).select(
                 _G, "generation", "round", "step", F.timestamp_millis("at").alias("at"),
                 F.col("kinds").alias("event_kinds"), F.col("assignor").alias("strategy"), "protocol", "members",
                 "assigned", (F.col("pending") + F.col("unavailable")).alias("unassigned"), "moved", "revoked", "lost"))
             gens_out.append(g_rows)
-            revs_out.append(_checkpoint(r.revocations.withColumn("topic", _unscope("topic"))))
+            revs_out.append(materialize_state(r.revocations.withColumn("topic", _unscope("topic"))))
             if sim_store is not None:
                 sim_store.append(g_rows, app_id=f"spark-assign:simulation:{_run_id(history)}:{k}")
-        owned_state = _checkpoint(owned_state.join(sk.select(_G), _G, "left_anti").unionByName(new_owned))
-        steps_out.append(_checkpoint(_step_stats(flags, roster, meta, owned_state)))
+        owned_state = materialize_state(owned_state.join(sk.select(_G), _G, "left_anti").unionByName(new_owned))
+        steps_out.append(materialize_state(_step_stats(flags, roster, meta, owned_state)))
 
     gens = _union(gens_out) if gens_out else spark.createDataFrame([], SIMULATION_SCHEMA)
     revs = _union(revs_out) if revs_out else spark.createDataFrame(

@@ -20,7 +20,8 @@ from casetable import SEP, assert_assignment_equal, expected, inputs, load_cases
 from spark_assign import properties
 from spark_assign.inputs import normalize_members, normalize_partitions
 from spark_assign.owned import resolve_owned
-from spark_assign.strategies.sticky_general import assign_general
+from spark_assign.errors import AssignmentPropertyError
+from spark_assign.strategies.sticky_general import assign_general, target_counts
 
 RANDOM_GROUPS = 240
 MEMBER_SCHEMA = (
@@ -223,3 +224,20 @@ def test_rack_aware_locality(rack_run):
     }
     for c in rack_run["cases"]:
         assert mismatches[c.group_id] <= c.raw["max_rack_mismatch"], c.name
+
+
+def test_round_cap_raises_naming_the_group(spark):
+    """Reaching the balancing-round cap is an error naming what is still out of balance."""
+    # c0 owns all 8 partitions of t0; c1 (t0, t1) joins: balancing needs at least one round
+    m = normalize_members(spark.createDataFrame(
+        [("capped", "c0", ["t0"], [("t0", p) for p in range(8)], 1), ("capped", "c1", ["t0", "t1"], [], None)],
+        "group_id string, member_id string, topics array<string>, "
+        "owned array<struct<topic:string,partition:int>>, generation int"))
+    p = normalize_partitions(spark.createDataFrame([("t0", i) for i in range(8)] + [("t1", 0)], "topic string, partition int"))
+    owned = resolve_owned(m, p)
+    with pytest.raises(AssignmentPropertyError, match="capped") as err:
+        target_counts(m, p, owned, max_rounds=0).collect()
+    assert "0 balancing rounds" in str(err.value)
+    counts = {(r["member_id"], r["topic"]): r["count"] for r in target_counts(m, p, owned).collect()}
+    loads = {"c0": counts[("c0", "t0")], "c1": counts[("c1", "t0")] + counts[("c1", "t1")]}
+    assert counts[("c0", "t0")] + counts[("c1", "t0")] == 8 and abs(loads["c0"] - loads["c1"]) <= 1, counts

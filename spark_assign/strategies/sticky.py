@@ -25,6 +25,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from ..inputs import ASSIGNMENT_COLUMNS
+from ..lineage import materialize
 from ..owned import resolve_owned
 from .sticky_general import assign_general
 from .sticky_uniform import assign_uniform
@@ -41,9 +42,9 @@ def split_uniform(members: DataFrame) -> tuple[DataFrame, DataFrame]:
     """
     key = F.array_sort("topics")
     w = Window.partitionBy(_G)
-    flagged = members.withColumn(
+    flagged = materialize(members.withColumn(
         "_uniform", F.min(key).over(w) == F.max(key).over(w)
-    )
+    ))
     cols = members.columns
     return (
         flagged.where(F.col("_uniform")).select(*cols),

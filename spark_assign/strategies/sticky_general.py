@@ -28,9 +28,10 @@ granularity (one row per subscription), as DataFrame transformations:
    subscriber (every option a member has is keyed at most by its topic's key),
    so each round strictly lowers the sum of squared member loads; members change
    load through one topic only, so the per-topic water-fills do not interfere.
-   The number of rounds is not bounded by a constant in theory (``MAX_ROUNDS``
-   is a safety cap); in practice the fitted fill leaves a handful (see the
-   tests and the benchmark, which reports it).
+   The number of rounds is not bounded by a constant in theory; ``MAX_ROUNDS``
+   is a safety cap that raises :class:`~spark_assign.errors.AssignmentPropertyError`
+   naming the unbalanced subscriptions, never a silent stop. In practice the
+   fitted fill leaves a handful (see the tests and the benchmark, which reports it).
 3. **placement**: each member keeps its owned partitions of a topic up to
    ``c(m, t)`` (lowest partitions first), and the partitions left over are
    handed out by a rank join on ``(group, topic, position)`` against the
@@ -51,10 +52,12 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from ..errors import AssignmentPropertyError, raise_if_rows
 from ..inputs import subscriptions
+from ..lineage import materialize
 from ..ordering import java_order, with_member_index
 
-#: hard cap on balancing rounds (a safety net; tests assert the rule holds)
+#: cap on balancing rounds: reaching it raises AssignmentPropertyError naming the groups
 MAX_ROUNDS = 200
 _DEBUG = False
 #: balancing rounds the last :func:`target_counts` call ran (for benchmarks)
@@ -129,7 +132,7 @@ def _initial_counts(members: DataFrame, partitions: DataFrame, owned: DataFrame)
         "_ti", F.row_number().over(Window.partitionBy("group_id").orderBy(java_order("topic"))) - 1
     )
     # one partition per group from here on: every window below is then shuffle-free
-    subs = _checkpoint(subs.join(topics, ["group_id", "topic"]).repartition("group_id"))
+    subs = materialize(subs.join(topics, ["group_id", "topic"]).repartition("group_id"))
     subs = (
         subs.withColumn("_u", F.col("_p") - F.sum("o").over(wt))
         .withColumn("_n", F.count("*").over(wt))
@@ -141,7 +144,7 @@ def _initial_counts(members: DataFrame, partitions: DataFrame, owned: DataFrame)
     wgs = wg.orderBy("_b", "_mi")
     first_of_topic = F.row_number().over(wt.orderBy("_mi")) == 1
     first_of_member = F.row_number().over(wm.orderBy("_ti")) == 1
-    subs = _checkpoint(
+    subs = materialize(
         subs.withColumn("_tot", F.sum(F.when(first_of_topic, F.greatest(F.col("_u"), F.lit(0)))).over(wg))
         .withColumn("_first", first_of_member)
     )
@@ -155,7 +158,7 @@ def _initial_counts(members: DataFrame, partitions: DataFrame, owned: DataFrame)
         .select("group_id", "member_id",
                 F.greatest(F.lit(0.0), (F.col("_tot") + F.col("_smax")) / F.col("_kmax") - F.col("_b")).alias("_need"))
     )
-    subs = _checkpoint(subs.join(lvl, ["group_id", "member_id"]).repartition("group_id")).withColumn(
+    subs = materialize(subs.join(lvl, ["group_id", "member_id"]).repartition("group_id")).withColumn(
         "_w", F.when(F.col("_deg") > 0, F.col("_need") / F.col("_deg")).otherwise(F.lit(0.0))
     )
 
@@ -223,9 +226,6 @@ def _round(s: DataFrame) -> DataFrame:
     return rest.select(*cols).unionByName(moved.select(*cols))
 
 
-def _checkpoint(df: DataFrame) -> DataFrame:
-    return df.localCheckpoint(eager=True)
-
 
 def target_counts(
     members: DataFrame, partitions: DataFrame, owned: DataFrame, *, max_rounds: int = MAX_ROUNDS
@@ -238,10 +238,18 @@ def target_counts(
     global LAST_ROUNDS
     state = _initial_counts(members, partitions, owned)
     LAST_ROUNDS = 0
-    for LAST_ROUNDS in range(max_rounds):
-        s = _checkpoint(_with_loads(state))
-        if s.where(F.col("key").isNotNull()).isEmpty():
+    for LAST_ROUNDS in range(max_rounds + 1):
+        s = materialize(_with_loads(state))
+        pending = s.where(F.col("key").isNotNull())
+        if pending.isEmpty():
             break
+        if LAST_ROUNDS == max_rounds:
+            raise_if_rows(
+                pending.select("group_id", "member_id", "topic", "c", "L", "lo", "hi"),
+                AssignmentPropertyError,
+                f"the general sticky path did not reach Kafka's balance rule in {max_rounds} "
+                "balancing rounds (max_rounds); subscriptions still out of balance",
+            )
         state = _round(s)
     return state.select(
         "group_id", "member_id", "topic", "_mi", F.col("o").alias("owned_count"), F.col("c").alias("count")
@@ -349,6 +357,6 @@ def assign_general(
     >>> m = normalize_members(members_df)  # doctest: +SKIP
     >>> assign_general(m, parts, resolve_owned(m, parts), rack_aware=False).show()  # doctest: +SKIP
     """
-    counts = _checkpoint(target_counts(members, partitions, owned))
+    counts = materialize(target_counts(members, partitions, owned))
     out = _place(counts, members, partitions, owned, rack_aware)
     return out.select("group_id", "member_id", "topic", F.col("partition").cast("int"))

@@ -42,6 +42,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from ..lineage import materialize
 from ..ordering import java_order
 from ..quota import max_quota, min_quota, num_max_quota
 
@@ -152,7 +153,8 @@ def assign_uniform(
     if rack_aware is None:
         rack_aware = "auto"
     gw = Window.partitionBy(_G)
-    gparts = group_partitions(members, partitions)
+    # materialized: every step below reuses the partitions, owned ranks and quotas
+    gparts = materialize(group_partitions(members, partitions))
     sizes = gparts.groupBy(_G).agg(F.count("*").alias("P"))
 
     use_racks = rack_aware is not False
@@ -180,9 +182,9 @@ def assign_uniform(
             .select(_G, "member_id", "topic", "partition")
         )
     mw = Window.partitionBy(_G, "member_id")
-    own = own.select(
+    own = materialize(own.select(
         "*", (F.row_number().over(mw.orderBy("partition", java_order("topic"))) - 1).alias("o_rank")
-    )
+    ))
     n_own = own.groupBy(_G, "member_id").agg(F.count("*").alias("n_own"))
 
     C_f, C_c, C_r = F.col("C_f"), F.col("C_c"), F.col("C_r")
@@ -211,7 +213,9 @@ def assign_uniform(
     e_rank = F.row_number().over(
         gw.orderBy(F.coalesce(e_phase, F.lit(2)), F.when(deficit > 0, deficit).otherwise(0), "m_rank")
     ) - 1
-    mem = mem.select("*", deficit.alias("deficit"), X.alias("X"), e_phase.alias("e_phase"), e_rank.alias("e_rank"))
+    mem = materialize(
+        mem.select("*", deficit.alias("deficit"), X.alias("X"), e_phase.alias("e_phase"), e_rank.alias("e_rank"))
+    )
     extra = F.when(F.col("e_phase").isNotNull() & (F.col("e_rank") < F.col("X")), 1).otherwise(0)
 
     kept = own.join(mem.select(_G, "member_id", "kept"), [_G, "member_id"]).where(
@@ -236,7 +240,7 @@ def assign_uniform(
     # -- 3. unassigned partitions in Kafka's order -----------------------------------------
     unassigned = gparts.join(kept, [_G, "topic", "partition"], "left_anti")
     base_order = [java_order("topic"), F.col("partition")]
-    if not use_racks:
+    if not use_racks or mem.where(F.col("mrack").isNotNull()).isEmpty():
         unassigned = unassigned.select(
             _G, "topic", "partition", (F.row_number().over(gw.orderBy(*base_order)) - 1).alias("pos")
         )
@@ -271,7 +275,7 @@ def _rack_fill(mem: DataFrame, slots: DataFrame, unassigned: DataFrame, base_ord
         _G, "topic", "partition", "upos", F.try_element_at("racks", F.lit(1)).alias("mrack")
     ).select("*", F.row_number().over(rw.orderBy("upos")).alias("k"))
     fs = free_slots.select(*fs_cols, F.row_number().over(rw.orderBy("pos")).alias("k"))
-    placed = cand.join(fs, [_G, "mrack", "k"]).select(_G, "member_id", "pos", "topic", "partition")
+    placed = materialize(cand.join(fs, [_G, "mrack", "k"]).select(_G, "member_id", "pos", "topic", "partition"))
     free_slots = free_slots.join(placed.select(_G, "pos"), [_G, "pos"], "left_anti")
     free_parts = unassigned.where(F.col("ncons") > 0).join(
         placed.select(_G, "topic", "partition"), [_G, "topic", "partition"], "left_anti")
@@ -285,7 +289,8 @@ def _rack_fill(mem: DataFrame, slots: DataFrame, unassigned: DataFrame, base_ord
         best = F.row_number().over(Window.partitionBy(_G, "topic", "partition").orderBy("k", "pos"))
         prop = prop.select(_G, "member_id", "pos", "topic", "partition", best.alias("_best")).where("_best = 1")
         prop = prop.drop("_best")
-        placed = placed.unionByName(prop)
+        prop = materialize(prop)
+        placed = materialize(placed.unionByName(prop))
         free_slots = free_slots.join(prop.select(_G, "pos"), [_G, "pos"], "left_anti")
         free_parts = free_parts.join(prop.select(_G, "topic", "partition"), [_G, "topic", "partition"], "left_anti")
     rest_slots = slots.join(placed.select(_G, "pos"), [_G, "pos"], "left_anti").select(

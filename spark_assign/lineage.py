@@ -1,0 +1,40 @@
+"""Plan lineage: where a multi-step transformation materializes what it reuses.
+
+Spark plans are trees, so a DataFrame used twice is planned (and analyzed,
+optimized) twice; a chain of steps that each reuse the previous result grows
+exponentially. The strategies and the rebalance loop materialize such shared
+intermediates with :func:`materialize`, an eager ``localCheckpoint`` (executor
+storage, no checkpoint directory, and supported over Spark Connect).
+
+A checkpoint keeps its origin's size estimate, and Spark estimates an inner or
+outer join as the *product* of its sides: state carried from step to step
+(rebalance rounds, simulation steps) that is joined with itself squares that
+estimate at every step, until the planner spends minutes multiplying numbers of
+millions of digits. :func:`materialize_state` resets the estimate (a limit of
+``2**31 - 1`` rows bounds it) at the cost of one single-partition pass: use it
+for loop state, which is small, and :func:`materialize` elsewhere.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+
+#: Spark's largest limit: bounds the size estimate, never the data
+_MAX_ROWS = 2**31 - 1
+
+
+def materialize(df: DataFrame) -> DataFrame:
+    """``df`` computed once and cut from its lineage.
+
+    >>> members = materialize(members.where("group_id = 'g1'"))  # doctest: +SKIP
+    """
+    return df.localCheckpoint(eager=True)
+
+
+def materialize_state(df: DataFrame) -> DataFrame:
+    """:func:`materialize` for state carried across loop steps: also resets Spark's
+    size estimate, so that joins of state with state do not compound it.
+
+    >>> owned = materialize_state(owned.unionByName(new_owned))  # doctest: +SKIP
+    """
+    return df.limit(_MAX_ROWS).localCheckpoint(eager=True)
