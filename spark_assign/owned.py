@@ -49,6 +49,34 @@ def current_claims(members: DataFrame, partitions: DataFrame) -> DataFrame:
     )
 
 
+def partition_claims(members: DataFrame, partitions: DataFrame) -> DataFrame:
+    """Per claimed partition, who holds it now: ``group_id, topic, partition,
+    member_id, generation, contested``. ``member_id`` is the claimant at the
+    partition's highest generation (the smallest member id when several claim it
+    there: then ``contested`` is true and nobody owns it).
+
+    One hash aggregation per partition (no sort): the highest ``(generation,
+    member)`` and the highest generation with the smallest member differ in
+    member exactly when two members claim the partition at that generation.
+    """
+    claims = (
+        owned_claims(members)
+        .join(subscriptions(members), ["group_id", "member_id", "topic"], "left_semi")
+        .join(partitions.select("topic", "partition"), ["topic", "partition"], "left_semi")
+        .withColumn("generation", F.coalesce("generation", F.lit(NO_GENERATION)))
+    )
+    agg = claims.groupBy("group_id", "topic", "partition").agg(
+        F.max(F.struct("generation", "member_id")).alias("_hi"),
+        F.min(F.struct(-F.col("generation"), F.col("member_id"))).alias("_lo"),
+    )
+    return agg.select(
+        "group_id", "topic", "partition",
+        F.col("_lo.member_id").alias("member_id"),
+        F.col("_hi.generation").alias("generation"),
+        (F.col("_hi.member_id") != F.col("_lo.member_id")).alias("contested"),
+    )
+
+
 def resolve_owned(members: DataFrame, partitions: DataFrame) -> DataFrame:
     """The honoured owned partitions: one owner per partition at most.
 
@@ -56,4 +84,6 @@ def resolve_owned(members: DataFrame, partitions: DataFrame) -> DataFrame:
 
     >>> resolve_owned(members, partitions).where("group_id = 'g1'").show()  # doctest: +SKIP
     """
-    return current_claims(members, partitions).where(~F.col("contested")).drop("contested")
+    return partition_claims(members, partitions).where(~F.col("contested")).select(
+        "group_id", "member_id", "topic", "partition", "generation"
+    )

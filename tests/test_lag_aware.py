@@ -13,7 +13,6 @@ from spark_assign.errors import InvalidLagsError
 from spark_assign.lags import lag_balance
 from spark_assign.properties import balance_violations, cooperative_violations, validity_violations
 
-pytestmark = pytest.mark.wip  # not yet verified green within CI's time: see the issue notes
 
 MEMBERS = ("group_id string, member_id string, topics array<string>, "
            "owned array<struct<topic:string,partition:int>>, generation int")

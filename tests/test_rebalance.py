@@ -10,7 +10,6 @@ from spark_assign.properties import check_assignment, cooperative_violations
 from spark_assign.rebalance import rebalance
 
 
-pytestmark = pytest.mark.wip  # not yet verified green within CI's time: see the issue notes
 
 def _with_protocol(spark, cases, members):
     rows = [(c.group_id, m["member_id"], m.get("protocol")) for c in cases for m in c.members]

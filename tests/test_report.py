@@ -9,7 +9,6 @@ from test_analytics_sql import build_history
 from pipelines.report import write_report
 
 
-pytestmark = pytest.mark.wip  # not yet verified green within CI's time: see the issue notes
 
 def test_report_is_self_contained_with_charts(spark, tmp_path):
     history = build_history(spark, tmp_path / "history")

@@ -22,7 +22,6 @@ from spark_assign.properties import balance_violations, validity_violations
 from spark_assign.strategies.sticky import split_uniform
 from spark_assign.strategies.sticky_uniform import java_string_hash
 
-pytestmark = pytest.mark.wip  # not yet verified green within CI's time: see the issue notes
 
 MEMBER_SCHEMA = (
     "group_id string, member_id string, topics array<string>, "

@@ -176,8 +176,10 @@ def test_at_least_as_sticky_as_kafka(general_run):
     worse = {g: (ours[g], kafka[g]) for g in kafka if ours[g] < kafka[g]}
     assert total_ours >= total_kafka, (total_ours, total_kafka, worse)
     # per group, Kafka's heuristic and ours end in different balanced states now and
-    # then; bound how often Kafka keeps more (see the module report)
-    assert len(worse) <= len(kafka) // 20, worse
+    # then: Kafka keeps more where it takes a partition back through a cycle of moves
+    # among equally loaded members (the stickiness rounds make single moves only).
+    # Measured: 1 group of 256 (random142, 15 kept vs 16), 2,032 kept vs 1,966 overall.
+    assert len(worse) <= len(kafka) // 100, worse
     # the YAML scenarios from Kafka's tests: never less sticky
     yaml_worse = {g: v for g, v in worse.items() if not g.startswith("random")}
     assert yaml_worse == {}

@@ -3,7 +3,7 @@
 The sticky assignment (:func:`.sticky.assign_sticky`) with every partition that
 changes owner left out of this round (Kafka's ``partitionsTransferringOwnership``):
 a partition is withheld when another member still holds it, i.e. it has a current
-claim (:func:`spark_assign.owned.current_claims`: the highest-generation claims,
+claim (:func:`spark_assign.owned.partition_claims`: the highest-generation claim,
 same-generation double claims included) by a member other than its new owner.
 Its holder revokes it this round (:func:`spark_assign.properties.revocations`); the next rebalance, with
 ``owned`` = this round's result and the generation one higher
@@ -19,7 +19,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ..inputs import ASSIGNMENT_COLUMNS, OWNED_TYPE, normalize_members
-from ..owned import current_claims
+from ..owned import partition_claims
 from .sticky import assign_sticky
 
 _G = "group_id"
@@ -29,14 +29,14 @@ _TP = [_G, "topic", "partition"]
 def without_transfers(assignment: DataFrame, members: DataFrame, partitions: DataFrame) -> DataFrame:
     """``assignment`` minus the partitions another member still holds (they change
     owner: Kafka's ``partitionsTransferringOwnership``)."""
-    claims = current_claims(members, partitions).groupBy(*_TP).agg(
-        F.count("*").alias("_holders"), F.min("member_id").alias("_holder")
+    claims = partition_claims(members, partitions).select(
+        *_TP, F.col("member_id").alias("_holder"), F.col("contested").alias("_contested")
     )
     return (
         assignment.join(claims, _TP, "left")
         .where(
-            F.col("_holders").isNull()
-            | ((F.col("_holders") == 1) & (F.col("_holder") == F.col("member_id")))
+            F.col("_holder").isNull()
+            | (~F.col("_contested") & (F.col("_holder") == F.col("member_id")))
         )
         .select(*ASSIGNMENT_COLUMNS)
     )

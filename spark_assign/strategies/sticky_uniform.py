@@ -157,7 +157,10 @@ def assign_uniform(
     gparts = materialize(group_partitions(members, partitions))
     sizes = gparts.groupBy(_G).agg(F.count("*").alias("P"))
 
-    use_racks = rack_aware is not False
+    # racks need a member with a rack (one small job on the members saves the rack
+    # steps over every partition when nobody has one)
+    use_racks = rack_aware is not False and not members.where(
+        F.col("rack").isNotNull() & (F.col("rack") != "")).isEmpty()
     base = members.select(_G, "member_id", "rack").join(sizes, _G, "left")
     if use_racks:
         base = base.join(rack_aware_groups(members, gparts, rack_aware), _G, "left")
