@@ -8,7 +8,8 @@ A rebalance is:
 3. **revocation**: under EAGER every member gives up everything it owns before
    the assignment (recorded as ``revoked``; the sticky assignors still receive
    the previous assignment as their memory, so owned partitions stay in their
-   input). Under the dynamic rule, a member that held partitions under
+   input, and ``cooperative-sticky`` under EAGER withholds nothing: nobody still
+   holds a partition). Under the dynamic rule, a member that held partitions under
    COOPERATIVE and sees an EAGER assignor selected loses them (``lost``, never
    handed over as ``revoked``). Under COOPERATIVE a member revokes only what
    the new assignment takes away;
@@ -23,7 +24,9 @@ A rebalance is:
 
 Every round is a generation: the group's highest member generation (0 when
 no member has one, as a new Kafka group) plus the round number, recorded
-in ``history`` when one is given.
+in ``history`` when one is given. ``moved`` counts the partitions a round hands
+to a member other than their owner before the rebalance (a partition revoked in
+round 1 and handed over in round 2 moves in round 2).
 """
 
 from __future__ import annotations
@@ -188,7 +191,17 @@ def rebalance(
         .withColumn("_gproto", F.when(dyn, F.col("_g_dynamic")).otherwise(F.col("_g_static")))
         .drop("_m_static", "_m_dynamic", "_g_static", "_g_dynamic")
     )
-    assignors = sorted(r.assignor for r in m.select("assignor").distinct().collect())
+    # under EAGER every member gave up everything before the assignment, so no partition
+    # is still held by another member: cooperative-sticky assigns like sticky (the
+    # previous assignment is still its memory) and withholds nothing
+    m = m.withColumn("_run", F.when(
+        (F.col("assignor") == "cooperative-sticky") & (F.col("_gproto") == EAGER), F.lit("sticky")
+    ).otherwise(F.col("assignor")))
+    runs = sorted(r._run for r in m.select("_run").distinct().collect())
+    # the owner before this rebalance: a partition revoked in one round and handed over
+    # in the next has moved from it
+    first_owner = materialize_state(current_claims(normalize_members(m), full_p).where(~F.col("contested")).select(
+        _G, *_TP, F.col("member_id").alias("_first")))
     base = m.groupBy(_G).agg((F.coalesce(F.max("generation"), F.lit(0))).alias("_base"))
     m = m.join(base, _G)
 
@@ -205,8 +218,8 @@ def rebalance(
         )
         # the assignment of this round: one distributed call per selected assignor
         parts = []
-        for name in assignors:
-            sm = state.where(F.col("assignor") == name).select(*normalize_members(state).columns)
+        for name in runs:
+            sm = state.where(F.col("_run") == name).select(*normalize_members(state).columns)
             glags = lags.join(sm.select(_G).distinct(), _G, "left_semi") if lags is not None else None
             parts.append(assign(sm, p, name, lags=glags, validate=False, **options))
         a = parts[0]
@@ -243,7 +256,8 @@ def rebalance(
         prev_owner = current_claims(normalize_members(state), full_p).where(~F.col("contested")).select(
             _G, *_TP, F.col("member_id").alias("_prev"))
         moved = (
-            a.join(prev_owner, [_G, *_TP]).where(F.col("_prev") != F.col("member_id"))
+            a.join(prev_owner, [_G, *_TP], "left").join(first_owner, [_G, *_TP], "left")
+            .where(F.coalesce("_prev", "_first") != F.col("member_id"))
             .groupBy(_G).agg(F.count("*").alias("moved"))
         )
         counts = a.groupBy(_G).agg(F.count("*").alias("assigned"))

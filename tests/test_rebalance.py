@@ -67,3 +67,20 @@ def test_no_common_assignor_records_nothing(spark, tmp_path):
     with pytest.raises(NoCommonAssignorError, match="disjoint_lists"):
         rebalance(members, partitions, history=history)
     assert history.history().count() == 0
+
+
+def test_cooperative_sticky_under_eager_and_moves(spark):
+    """Members listing [cooperative-sticky, range] follow EAGER under Kafka's static rule:
+    everyone revoked everything, so the sticky assignment is handed out in one round.
+    Under KIP-726's dynamic rule they go COOPERATIVE: the moving partitions are revoked
+    in round 1 and counted as moved in round 2, when their new owner gets them."""
+    cases = [c for c in load_cases("protocol/rebalance.yaml") if c.name == "eager_scale_out"]
+    members, partitions = inputs(spark, cases)
+    members = members.withColumn("assignors", F.array(F.lit("cooperative-sticky"), F.lit("range")))
+    expected_final = {("c0", p) for p in range(4)} | {("c1", p) for p in (5, 6, 7)} | {("c2", p) for p in (4, 8, 9)}
+    for rule, rounds in (("static", [(1, "EAGER", 10, 0, 3)]),
+                         ("dynamic", [(1, "COOPERATIVE", 3, 3, 0), (2, "COOPERATIVE", 0, 0, 3)])):
+        r = rebalance(members, partitions, protocol_rule=rule)
+        got = sorted((s["round"], s.protocol, s.revoked, s.pending, s.moved) for s in r.summary.collect())
+        assert got == rounds, (rule, got)
+        assert {(a.member_id, a.partition) for a in r.final.collect()} == expected_final, rule
