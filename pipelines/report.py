@@ -72,10 +72,13 @@ def generation_summary(history, group_id: str) -> DataFrame:
     times = history.spark.table("generation_times").where(F.col("group_id") == group_id)
     moves = run_analytics(history, "moves_per_generation", register=False).where(F.col("group_id") == group_id)
     g = history.history(group_id).select("generation", "revoked", "lost", "max_min", "members")
+    events = history.spark.table("simulation").where(F.col("group_id") == group_id).groupBy("generation").agg(
+        F.max("event_kinds").alias("event_kinds"))
     return (
         times.select("generation", "round", "protocol", "strategy", "at", "unassigned")
         .join(moves.select("generation", "partitions_moved"), "generation", "left")
         .join(g, "generation", "left")
+        .join(events, "generation", "left")
     )
 
 
@@ -109,17 +112,24 @@ def chart_member_loads(pdf, group_id: str) -> str:
 def chart_moves(pdf, group_id: str) -> str:
     pdf = pdf.sort_values("generation")
     x = range(len(pdf))
-    fig, ax = plt.subplots(figsize=(10, 3.8))
+    fig, ax = plt.subplots(figsize=(11, 4.2))
     w = 0.27
     ax.bar([i - w for i in x], pdf["partitions_moved"].fillna(0), w, label="moved", color="#4c72b0")
     ax.bar(list(x), pdf["unassigned"].fillna(0), w, label="unassigned", color="#dd8452")
     ax.bar([i + w for i in x], (pdf["revoked"].fillna(0) + pdf["lost"].fillna(0)), w, label="revoked + lost", color="#937860")
-    labels = [f"{int(g)}\n{p.lower()}" + (f"\nround {int(r)}" if r and r > 1 else "")
-              for g, p, r in zip(pdf["generation"], pdf["protocol"].fillna(""), pdf["round"].fillna(1))]
+    kinds = pdf["event_kinds"] if "event_kinds" in pdf else [None] * len(pdf)
+    labels = [f"{int(g)}\n" + ("2nd round" if r and r > 1 else (k or "").replace(",", "\n"))
+              for g, r, k in zip(pdf["generation"], pdf["round"].fillna(1), kinds)]
+    # the protocol of each generation as background: the rolling upgrade shows as the switch
+    for i, proto in zip(x, pdf["protocol"].fillna("")):
+        if proto.lower() == "cooperative":
+            ax.axvspan(i - 0.5, i + 0.5, color="#55a868", alpha=0.12, lw=0)
+    ax.axvspan(0, 0, color="#55a868", alpha=0.12, label="COOPERATIVE protocol")
     ax.set_xticks(list(x))
-    ax.set_xticklabels(labels, fontsize=8)
+    ax.set_xticklabels(labels, fontsize=7)
+    ax.set_xlim(-0.5, len(pdf) - 0.5)
     ax.set_title(f"{group_id}: partitions moved, unassigned and revoked per generation")
-    ax.set_xlabel("generation / protocol / round")
+    ax.set_xlabel("generation / the events that triggered it")
     ax.set_ylabel("partitions")
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.legend()
@@ -148,6 +158,7 @@ def chart_what_if(pdf) -> str:
         ax.tick_params(axis="x", rotation=60, labelsize=8)
         if m != "unassigned_partition_seconds":
             ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_ylim(0, max(1.0, float(agg[m].max()) * 1.1))
     fig.suptitle("what-if: the same events under each variant")
     fig.tight_layout()
     return _png(fig)
