@@ -19,6 +19,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ..inputs import ASSIGNMENT_COLUMNS, OWNED_TYPE, normalize_members
+from ..lineage import materialize
 from ..owned import partition_claims
 from .sticky import assign_sticky
 
@@ -26,10 +27,11 @@ _G = "group_id"
 _TP = [_G, "topic", "partition"]
 
 
-def without_transfers(assignment: DataFrame, members: DataFrame, partitions: DataFrame) -> DataFrame:
+def without_transfers(assignment: DataFrame, claims: DataFrame) -> DataFrame:
     """``assignment`` minus the partitions another member still holds (they change
-    owner: Kafka's ``partitionsTransferringOwnership``)."""
-    claims = partition_claims(members, partitions).select(
+    owner: Kafka's ``partitionsTransferringOwnership``); ``claims``: the members'
+    :func:`spark_assign.owned.partition_claims`."""
+    claims = claims.select(
         *_TP, F.col("member_id").alias("_holder"), F.col("contested").alias("_contested")
     )
     return (
@@ -52,8 +54,10 @@ def assign_cooperative_sticky(
 
     >>> assign(members, partitions, "cooperative-sticky").show()  # doctest: +SKIP
     """
-    full = assign_sticky(members, partitions, lags=lags, validate=validate, **options)
-    return without_transfers(full, members, partitions)
+    # the claims serve twice (the sticky assignment, then the transfers): computed once
+    claims = materialize(partition_claims(members, partitions))
+    full = assign_sticky(members, partitions, lags=lags, validate=validate, claims=claims, **options)
+    return without_transfers(full, claims)
 
 
 def next_round_members(members: DataFrame, assignment: DataFrame) -> DataFrame:

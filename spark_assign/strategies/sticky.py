@@ -26,7 +26,7 @@ from pyspark.sql import functions as F
 
 from ..inputs import ASSIGNMENT_COLUMNS
 from ..lineage import materialize
-from ..owned import resolve_owned
+from ..owned import partition_claims
 from .sticky_general import assign_general
 from .sticky_uniform import assign_uniform
 
@@ -60,19 +60,28 @@ def assign_sticky(
     validate: bool = True,
     rack_aware="auto",
     member_order: str = "member_id",
+    claims: DataFrame | None = None,
     **options,
 ) -> DataFrame:
     """Kafka's StickyAssignor for every group in ``members`` (normalized members and
-    partitions, as :func:`spark_assign.assign` passes them).
+    partitions, as :func:`spark_assign.assign` passes them). ``claims``: the
+    :func:`spark_assign.owned.partition_claims` of these members, when the caller
+    has them already (cooperative-sticky does).
 
     Returns ``group_id, member_id, topic, partition``.
 
     >>> assign(members, partitions, "sticky").show()  # doctest: +SKIP
     """
     uniform, general = split_uniform(members)
+    if claims is None:
+        claims = partition_claims(members, partitions)
+    owned = claims.where(~F.col("contested")).select(_G, "member_id", "topic", "partition", "generation")
+
+    def owned_of(groups: DataFrame) -> DataFrame:
+        return owned.join(groups.select(_G).distinct(), _G, "left_semi")
+
     result = assign_uniform(
-        uniform, partitions, resolve_owned(uniform, partitions),
-        rack_aware=rack_aware, member_order=member_order,
+        uniform, partitions, owned_of(uniform), rack_aware=rack_aware, member_order=member_order,
     ).select(*ASSIGNMENT_COLUMNS)
     # the general path runs a few driver-side rounds (each a distributed step):
     # skip it outright when every group is uniform (one cheap job)
@@ -80,6 +89,6 @@ def assign_sticky(
         return result
     # the general path takes a flag: "auto" lets it apply racks where members have them
     other = assign_general(
-        general, partitions, resolve_owned(general, partitions), rack_aware=rack_aware is not False
+        general, partitions, owned_of(general), rack_aware=rack_aware is not False
     ).select(*ASSIGNMENT_COLUMNS)
     return result.unionByName(other)

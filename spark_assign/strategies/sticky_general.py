@@ -232,8 +232,8 @@ def _round(s: DataFrame) -> DataFrame:
     return rest.select(*cols).unionByName(moved.select(*cols))
 
 
-
-#: cap on the stickiness rounds after balancing (each moves at most one partition per group)
+#: cap on the stickiness rounds after balancing (each moves at most one partition per
+#: group; stopping there leaves a valid, balanced, slightly less sticky assignment)
 MAX_STICKY_ROUNDS = 50
 
 
@@ -245,8 +245,8 @@ def _sticky_round(s: DataFrame) -> DataFrame:
     swap. The move is taken only where it keeps Kafka's balance rule, which
     holds exactly when every topic ``b`` then holds has no subscriber lighter
     than ``b`` was (``lo >= L_b``) and no topic ``a`` subscribes to has a holder
-    heavier than ``a`` was (``hi <= L_a``). Returns the state rows with a
-    ``moved`` flag per group."""
+    heavier than ``a`` was (``hi <= L_a``). Returns the state rows
+    (``group_id, member_id, topic, _mi, _ti, o, c``) after the moves."""
     wm = Window.partitionBy("group_id", "member_id")
     big = F.lit(1 << 62)
     s = s.withColumn("_lo_held", F.min(F.when(F.col("c") > 0, F.col("lo"))).over(wm)).withColumn(
