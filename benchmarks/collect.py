@@ -13,6 +13,18 @@ figure is one run on the machine named in its section, spark-assign and its peer
 assignor of the same name) timed in the same run on the same input. spark-assign times are end to
 end: building the plan, running the Spark job and computing every output row (Spark's `noop` sink);
 the peer's time covers its `assign` calls only, not building its input objects.
+
+## Targets against the figures below (updated by hand with each run)
+
+| target (issue) | measured | met |
+|---|---|---|
+| sticky 2,100 x 2,100, fresh and owned + 1 joiner: faster than kafka-python (#3) | 2.6-6.5 s vs 5.8-7.1 s (1.1-2.5x) | yes |
+| sticky 2,100 x 21,000, owned + 1 joiner: >= 10x kafka-python (#3) | 2.8 s / 3.6 s vs 72 s / 76 s (21-26x) | yes |
+| 1,000,000 partitions x 2,000 members, owned + 1 joiner: < 15 s and <= 3x the baseline sort (#3) | sticky 15.5 s (9.2x), cooperative 18.1 s (10.7x) | no |
+| 2,000 members x 500 topics x 100 partitions, random 10-20 %, fresh: < 10 s (#3) | 54 s (kafka-python > 150 s) | no |
+| 10,000 groups x 10 members x 100 partitions, owned + 1 joiner: < 60 s (#3) | 13.4 s / 17.0 s | yes |
+| lag-aware: 1,000 groups x 1,000 partitions and 1 group x 1,000,000 partitions, vs range (#4) | recorded: 19.0 s and 16.7 s | recorded |
+| simulate 100 groups x 50 events (#5) | recorded: 473 s | recorded |
 """
 
 

@@ -24,6 +24,7 @@ import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 from pyspark.sql import DataFrame  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
@@ -109,22 +110,30 @@ def chart_member_loads(pdf, group_id: str) -> str:
     return _png(fig)
 
 
+#: event kinds as tick labels
+SHORT_KINDS = {"config_change": "config", "partitions_added": "grow", "subscribe": "sub", "unsubscribe": "unsub",
+               "lag_change": "lag"}
+
+
 def chart_moves(pdf, group_id: str) -> str:
     pdf = pdf.sort_values("generation")
     x = range(len(pdf))
-    fig, ax = plt.subplots(figsize=(11, 4.2))
+    fig, ax = plt.subplots(figsize=(12, 4.2))
     w = 0.27
     ax.bar([i - w for i in x], pdf["partitions_moved"].fillna(0), w, label="moved", color="#4c72b0")
     ax.bar(list(x), pdf["unassigned"].fillna(0), w, label="unassigned", color="#dd8452")
     ax.bar([i + w for i in x], (pdf["revoked"].fillna(0) + pdf["lost"].fillna(0)), w, label="revoked + lost", color="#937860")
     kinds = pdf["event_kinds"] if "event_kinds" in pdf else [None] * len(pdf)
-    labels = [f"{int(g)}\n" + ("2nd round" if r and r > 1 else (k or "").replace(",", "\n"))
+
+    def short(k):
+        return "\n".join(SHORT_KINDS.get(x, x) for x in (k or "").split(",") if x)
+
+    labels = [f"{int(g)}\n" + ("round 2" if r and r > 1 else short(k))
               for g, r, k in zip(pdf["generation"], pdf["round"].fillna(1), kinds)]
     # the protocol of each generation as background: the rolling upgrade shows as the switch
     for i, proto in zip(x, pdf["protocol"].fillna("")):
         if proto.lower() == "cooperative":
             ax.axvspan(i - 0.5, i + 0.5, color="#55a868", alpha=0.12, lw=0)
-    ax.axvspan(0, 0, color="#55a868", alpha=0.12, label="COOPERATIVE protocol")
     ax.set_xticks(list(x))
     ax.set_xticklabels(labels, fontsize=7)
     ax.set_xlim(-0.5, len(pdf) - 0.5)
@@ -132,7 +141,10 @@ def chart_moves(pdf, group_id: str) -> str:
     ax.set_xlabel("generation / the events that triggered it")
     ax.set_ylabel("partitions")
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.legend()
+    handles, names = ax.get_legend_handles_labels()
+    handles.append(Patch(color="#55a868", alpha=0.12))
+    names.append("COOPERATIVE protocol")
+    ax.legend(handles, names, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
     return _png(fig)
 
 

@@ -434,13 +434,17 @@ class SimulationResult:
       partitions, unassigned, idle`` (after the step; ``idle``: owned by members
       that crashed or left statically and have not expired yet);
     * ``assignment``: each group's final assignment;
-    * ``revocations``: every revoked / lost partition with its generation.
+    * ``revocations``: every revoked / lost partition with its generation;
+    * ``lags``: each partition's lag at the end (``group_id, topic, partition,
+      lag``: the initial lags with every ``lag_change`` applied), or ``None``
+      when the simulation had no lags.
     """
 
     generations: DataFrame
     steps: DataFrame
     assignment: DataFrame
     revocations: DataFrame
+    lags: DataFrame | None = None
 
 
 def _union(dfs: list[DataFrame]) -> DataFrame | None:
@@ -617,7 +621,7 @@ def simulate(
     st = _union(steps_out) if steps_out else spark.createDataFrame(
         [], "group_id string, step int, at long, kinds string, rebalanced boolean, partitions long, unassigned long, idle long")
     return SimulationResult(generations=gens, steps=st, assignment=owned_state.drop("group_instance_id"),
-                            revocations=revs)
+                            revocations=revs, lags=lag_state)
 
 
 def _lag_rows(lag_ev: DataFrame, meta: DataFrame) -> DataFrame:
@@ -848,7 +852,8 @@ def what_if(
 
 def compare(result: SimulationResult, lags: DataFrame | None = None) -> DataFrame:
     """The what-if comparison table of a simulation whose groups are named
-    ``<group>@<variant>`` (see :func:`what_if`)."""
+    ``<group>@<variant>`` (see :func:`what_if`). Member lags come from ``lags``
+    (``[group_id,] topic, partition, lag``), by default the simulation's final lags."""
     g = result.generations
     per = g.groupBy(_G).agg(
         F.count(F.when(F.col("round") == 1, 1)).alias("rebalances"),
@@ -865,13 +870,13 @@ def compare(result: SimulationResult, lags: DataFrame | None = None) -> DataFram
     loads = a.groupBy(_G, "member_id").agg(F.count("*").alias("n"))
     bal = loads.groupBy(_G).agg((F.max("n") - F.min("n")).alias("max_min_partitions"))
     out = per.join(gap, _G, "full_outer").join(bal, _G, "left")
+    lags = lags if lags is not None else result.lags
     if lags is not None:
-        lg = lags if _G in lags.columns else None
-        if lg is not None:
-            ml = a.join(lg, [_G, "topic", "partition"], "left").groupBy(_G, "member_id").agg(
-                F.sum(F.coalesce("lag", F.lit(0))).alias("ml"))
-            out = out.join(ml.groupBy(_G).agg(F.max("ml").alias("max_member_lag"),
-                                              F.avg("ml").alias("mean_member_lag")), _G, "left")
+        keys = [_G, "topic", "partition"] if _G in lags.columns else ["topic", "partition"]
+        ml = a.join(lags.select(*keys, "lag"), keys, "left").groupBy(_G, "member_id").agg(
+            F.sum(F.coalesce("lag", F.lit(0))).alias("ml"))
+        out = out.join(ml.groupBy(_G).agg(F.max("ml").alias("max_member_lag"),
+                                          F.avg("ml").alias("mean_member_lag")), _G, "left")
     if "max_member_lag" not in out.columns:
         out = out.withColumn("max_member_lag", F.lit(None).cast("long")).withColumn(
             "mean_member_lag", F.lit(None).cast("double"))

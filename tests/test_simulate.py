@@ -118,3 +118,26 @@ def test_no_common_assignor_at_a_step(spark, tmp_path):
     with pytest.raises(NoCommonAssignorError, match=r"g at 5 \(step 2\)"):
         simulate(events, _parts(spark), history=history)
     assert history.history().count() == 0
+
+
+def test_what_if_compares_variants_with_the_lags_of_the_events(spark):
+    """what_if(): the same events under two strategies, one replay; the member lags
+    come from the lag_change events (all partitions 100, then t-2 at 1,000)."""
+    from spark_assign.simulate import what_if
+
+    schema = ("group_id string, at long, kind string, member_id string, topics array<string>, "
+              "assignors array<string>, topic string, partition int, lag long")
+    events = spark.createDataFrame([
+        ("g", 0, "join", "a", ["t"], ["range"], None, None, None),
+        ("g", 10, "join", "b", ["t"], ["range"], None, None, None),
+        ("g", 20, "lag_change", None, None, None, "t", None, 100),
+        ("g", 30, "lag_change", None, None, None, "t", 2, 1000),
+    ], schema)
+    parts = spark.createDataFrame([("t", i) for i in range(3)], "topic string, partition int")
+    cmp = {r.variant: r for r in what_if(
+        events, parts, [{"name": "range", "strategy": "range"}, {"name": "rr", "strategy": "roundrobin"}]).collect()}
+    assert {v: (r.group_id, r.rebalances, r.partitions_moved, r.max_min_partitions) for v, r in cmp.items()} == {
+        "range": ("g", 2, 1, 1), "rr": ("g", 2, 1, 1)}
+    # range: a [t-0, t-1] = 200, b [t-2] = 1,000; roundrobin: a [t-0, t-2] = 1,100, b [t-1] = 100
+    assert (cmp["range"].max_member_lag, cmp["range"].mean_member_lag) == (1000, 600.0)
+    assert (cmp["rr"].max_member_lag, cmp["rr"].mean_member_lag) == (1100, 600.0)
