@@ -58,6 +58,13 @@ def run_scenario(spark, name, members, partitions, lags, peer: bool):
         rows.append([name, strategy, fmt_s(t), t.rows, bal.groups, f"{bal.mean_ratio:.3f}", f"{bal.worst_ratio:.3f}",
                      ""])
         print(rows[-1], flush=True)
+    # no assignment beats the group's heaviest partition: max/mean >= max(1, max lag x members / total lag)
+    n = members.groupBy("group_id").agg(F.count("*").alias("n"))
+    bound = lags.groupBy("group_id").agg(F.max("lag").alias("mx"), F.sum("lag").alias("tot")).join(n, "group_id").select(
+        F.greatest(F.lit(1.0), F.col("mx") * F.col("n") / F.col("tot")).alias("b")
+    ).agg(F.avg("b").alias("mean_b"), F.max("b").alias("worst_b")).first()
+    rows.append([name, "lower bound (heaviest partition)", "", "", "", f"{bound.mean_b:.3f}", f"{bound.worst_b:.3f}",
+                 "max(1, heaviest partition lag / mean member lag): no assignment does better"])
     if peer:
         p = run_peer("range", to_python(members, partitions), timeout_s=600)
         ours = time_spark(lambda: assign(members, partitions, "range", validate=False))
