@@ -64,7 +64,9 @@ REQUIRED_PARTITION_COLUMNS = ("topic", "partition")
 ASSIGNMENT_COLUMNS = ("group_id", "member_id", "topic", "partition")
 
 
-def _conform(df: DataFrame, columns: dict[str, T.DataType], required, what: str, error) -> DataFrame:
+def conform_columns(df: DataFrame, columns: dict[str, T.DataType], required, what: str, error) -> DataFrame:
+    """``df`` with exactly ``columns`` (name -> type), cast, absent optional ones
+    null; ``error`` naming what is expected and found when a ``required`` one is missing."""
     present = set(df.columns)
     missing = [c for c in required if c not in present]
     if missing:
@@ -99,13 +101,13 @@ def normalize_members(members: DataFrame) -> DataFrame:
     ... )).columns  # doctest: +SKIP
     ['group_id', 'member_id', 'group_instance_id', 'rack', 'topics', 'owned', 'generation', 'assignors']
     """
-    df = _conform(members, MEMBER_COLUMNS, REQUIRED_MEMBER_COLUMNS, "members", MissingColumnError)
+    df = conform_columns(members, MEMBER_COLUMNS, REQUIRED_MEMBER_COLUMNS, "members", MissingColumnError)
     return df.withColumn("topics", F.array_distinct(F.filter("topics", lambda t: t.isNotNull())))
 
 
 def normalize_partitions(partitions: DataFrame) -> DataFrame:
     """Partitions with ``topic, partition, racks``, typed."""
-    return _conform(
+    return conform_columns(
         partitions, PARTITION_COLUMNS, REQUIRED_PARTITION_COLUMNS, "partitions", MissingColumnError
     )
 

@@ -41,7 +41,7 @@ from pyspark.sql import types as T
 from .assign import assign, strategy_name
 from .inputs import OWNED_TYPE, normalize_members, normalize_partitions, validate_members, validate_partitions
 from .lineage import materialize_state
-from .owned import current_claims
+from .owned import resolve_owned
 from .properties import subscribed_partitions
 from .protocol import (
     COOPERATIVE,
@@ -200,7 +200,7 @@ def rebalance(
     runs = sorted(r._run for r in m.select("_run").distinct().collect())
     # the owner before this rebalance: a partition revoked in one round and handed over
     # in the next has moved from it
-    first_owner = materialize_state(current_claims(normalize_members(m), full_p).where(~F.col("contested")).select(
+    first_owner = materialize_state(resolve_owned(normalize_members(m), full_p).select(
         _G, *_TP, F.col("member_id").alias("_first")))
     base = m.groupBy(_G).agg((F.coalesce(F.max("generation"), F.lit(0))).alias("_base"))
     m = m.join(base, _G)
@@ -253,7 +253,7 @@ def rebalance(
             subscribed_partitions(normalize_members(state), full_p).join(p.select(*_TP), _TP, "left_anti")
             .groupBy(_G).agg(F.count("*").alias("unavailable"))
         ) if unavailable is not None else None
-        prev_owner = current_claims(normalize_members(state), full_p).where(~F.col("contested")).select(
+        prev_owner = resolve_owned(normalize_members(state), full_p).select(
             _G, *_TP, F.col("member_id").alias("_prev"))
         moved = (
             a.join(prev_owner, [_G, *_TP], "left").join(first_owner, [_G, *_TP], "left")

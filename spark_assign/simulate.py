@@ -66,7 +66,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from .errors import InvalidEventsError, raise_if_rows
-from .inputs import OWNED_TYPE, normalize_partitions
+from .inputs import OWNED_TYPE, conform_columns, normalize_partitions
 from .protocol import canonical_assignors, disagreements
 from .lineage import materialize_state
 from .rebalance import rebalance
@@ -121,26 +121,9 @@ SIMULATION_SCHEMA = T.StructType([
 
 def normalize_events(events: DataFrame) -> DataFrame:
     """Events with every column of the contract, typed; ``at`` in epoch ms."""
-    present = set(events.columns)
-    missing = [c for c in ("group_id", "at", "kind") if c not in present]
-    if missing:
-        raise InvalidEventsError(
-            f"events is missing required column(s) {missing}: expected at least "
-            f"['group_id', 'at', 'kind'], found {sorted(present)}"
-        )
-    cols: list[Column] = []
-    for name, dtype in EVENT_COLUMNS.items():
-        if name not in present:
-            cols.append(F.lit(None).cast(dtype).alias(name))
-        elif name == "at":
-            at_type = events.schema["at"].dataType
-            if isinstance(at_type, (T.TimestampType, T.TimestampNTZType)):
-                cols.append(F.unix_millis(F.col("at").cast("timestamp")).alias("at"))
-            else:
-                cols.append(F.col("at").cast("long").alias("at"))
-        else:
-            cols.append(F.col(name).cast(dtype).alias(name))
-    return events.select(*cols)
+    if "at" in events.columns and isinstance(events.schema["at"].dataType, (T.TimestampType, T.TimestampNTZType)):
+        events = events.withColumn("at", F.unix_millis(F.col("at").cast("timestamp")))
+    return conform_columns(events, EVENT_COLUMNS, ("group_id", "at", "kind"), "events", InvalidEventsError)
 
 
 def _ordered(events: DataFrame) -> DataFrame:

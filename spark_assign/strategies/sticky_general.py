@@ -45,7 +45,7 @@ granularity (one row per subscription), as DataFrame transformations:
 Stickiness: counts only ever drop below a member's owned count on a topic when
 a balancing round needs it, and the water-fill gives its extra partitions to
 members that would otherwise fall below their owned count first. Once balanced,
-stickiness rounds (:func:`_sticky_round`, at most one move per group and round)
+stickiness rounds (:func:`_sticky_moves`, at most one move per group and round)
 give a member back an owned partition from a member one partition heavier
 wherever Kafka's balance rule still holds after the move. What they do not find
 is a gain through a cycle of moves among equally loaded members, which Kafka's
@@ -237,16 +237,15 @@ def _round(s: DataFrame) -> DataFrame:
 MAX_STICKY_ROUNDS = 50
 
 
-def _sticky_round(s: DataFrame) -> DataFrame:
-    """One stickiness round over balanced groups (``s`` from :func:`_with_loads`):
-    per group, at most one partition of a topic moves from a member ``a`` holding
-    more of it than it owned to a member ``b`` holding fewer than it owned and
-    one partition lighter, so ``b`` gets an owned partition back and the loads
-    swap. The move is taken only where it keeps Kafka's balance rule, which
-    holds exactly when every topic ``b`` then holds has no subscriber lighter
-    than ``b`` was (``lo >= L_b``) and no topic ``a`` subscribes to has a holder
-    heavier than ``a`` was (``hi <= L_a``). Returns the state rows
-    (``group_id, member_id, topic, _mi, _ti, o, c``) after the moves."""
+def _sticky_moves(s: DataFrame) -> DataFrame:
+    """The moves of one stickiness round over balanced groups (``s`` from
+    :func:`_with_loads`): per group, at most one partition of a topic moves from a
+    member ``a`` holding more of it than it owned to a member ``b`` holding fewer
+    than it owned and one partition lighter, so ``b`` gets an owned partition
+    back and the loads swap. A move is taken only where it keeps Kafka's balance
+    rule, which holds exactly when every topic ``b`` then holds has no subscriber
+    lighter than ``b`` was (``lo >= L_b``) and no topic ``a`` subscribes to has a
+    holder heavier than ``a`` was (``hi <= L_a``). Returns ``group_id, topic, _a, _b``."""
     wm = Window.partitionBy("group_id", "member_id")
     big = F.lit(1 << 62)
     s = s.withColumn("_lo_held", F.min(F.when(F.col("c") > 0, F.col("lo"))).over(wm)).withColumn(
@@ -261,14 +260,16 @@ def _sticky_round(s: DataFrame) -> DataFrame:
         (F.col("_La") == F.col("_Lb") + 1) & (F.col("_blo") >= F.col("_Lb"))
         & (F.col("_tlo") >= F.col("_Lb")) & (F.col("_ahi") <= F.col("_La"))
     )
-    pick = cand.withColumn(
+    return cand.withColumn(
         "_r", F.row_number().over(Window.partitionBy("group_id").orderBy("_ti", "_ami", "_bmi"))
     ).where("_r = 1").select("group_id", "topic", "_a", "_b")
-    delta = (
-        F.when(F.col("member_id") == F.col("_a"), -1).when(F.col("member_id") == F.col("_b"), 1).otherwise(0)
-    )
+
+
+def _apply_moves(s: DataFrame, moves: DataFrame) -> DataFrame:
+    """The state rows (``group_id, member_id, topic, _mi, _ti, o, c``) after ``moves``."""
+    delta = F.when(F.col("member_id") == F.col("_a"), -1).when(F.col("member_id") == F.col("_b"), 1).otherwise(0)
     cols = ["group_id", "member_id", "topic", "_mi", "_ti", "o"]
-    return s.join(pick, ["group_id", "topic"], "left").select(
+    return s.join(moves, ["group_id", "topic"], "left").select(
         *cols, (F.col("c") + F.coalesce(delta, F.lit(0))).cast("long").alias("c"),
     )
 
@@ -300,10 +301,10 @@ def target_counts(
     # stickiness rounds: give members back owned partitions where balance allows
     for _ in range(MAX_STICKY_ROUNDS):
         s = materialize(_with_loads(state))
-        nxt = materialize(_sticky_round(s))
-        if nxt.join(state, ["group_id", "member_id", "topic", "c"], "left_anti").isEmpty():
+        moves = materialize(_sticky_moves(s))
+        if moves.isEmpty():
             break
-        state = nxt
+        state = _apply_moves(s, moves)
     return state.select(
         "group_id", "member_id", "topic", "_mi", F.col("o").alias("owned_count"), F.col("c").alias("count")
     )
