@@ -175,14 +175,10 @@ def test_at_least_as_sticky_as_kafka(general_run):
     total_ours, total_kafka = sum(ours.values()), sum(kafka.values())
     worse = {g: (ours[g], kafka[g]) for g in kafka if ours[g] < kafka[g]}
     assert total_ours >= total_kafka, (total_ours, total_kafka, worse)
-    # per group, Kafka's heuristic and ours end in different balanced states now and
-    # then: Kafka keeps more where it takes a partition back through a cycle of moves
-    # among equally loaded members (the stickiness rounds make single moves only).
-    # Measured: 1 group of 256 (random142, 15 kept vs 16), 2,032 kept vs 1,966 overall.
-    assert len(worse) <= len(kafka) // 100, worse
-    # the YAML scenarios from Kafka's tests: never less sticky
-    yaml_worse = {g: v for g, v in worse.items() if not g.startswith("random")}
-    assert yaml_worse == {}
+    # per group too: never fewer owned partitions kept than Kafka's GeneralAssignmentBuilder
+    # (the stickiness rounds' chains of moves reach what Kafka's moves among equally
+    # loaded members reach), the YAML scenarios from Kafka's tests included
+    assert worse == {}, {g: f"ours {o} < kafka {k}" for g, (o, k) in worse.items()}
 
 
 def _case_checks(r):
