@@ -91,6 +91,11 @@ def main() -> None:
     spark = session()
     specs = TINY if args.tiny else CASES
     rows = []
+    # one untimed run of each strategy on a tiny input first (JVM warm-up: class
+    # loading and code generation of the whole path), as the other benchmarks do
+    wm, wp = uniform_members(spark, groups=2, members=5, topics=2, partitions_per_topic=5, owned=True, joiners=1)
+    for strategy in args.strategies:
+        assign(wm, wp, strategy, rack_aware=rack_aware).write.format("noop").mode("overwrite").save()
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.cases:
             spec = specs[name]
@@ -143,7 +148,8 @@ def main() -> None:
         rows,
         notes=(
             "spark-assign: `assign(members, partitions, strategy)` with input validation, timed to a "
-            f"noop write, best of the repeats, rack_aware={args.rack_aware}. kafka-python: `StickyPartitionAssignor` / "
+            f"noop write, best of {args.repeat} run(s) after one untimed warm-up run of each strategy on a "
+            f"tiny input, rack_aware={args.rack_aware}. kafka-python: `StickyPartitionAssignor` / "
             "`CooperativeStickyAssignor` `.assign` in a subprocess, only the assign calls timed "
             "(skipped above --peer-max-partitions, since its input is collected to the driver). "
             "Baseline: read the owned rows from parquet, sort by group, member, topic, partition, "

@@ -3,7 +3,7 @@
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-ORDER = ["range_roundrobin", "sticky", "sticky_general", "lag_aware", "simulate"]
+ORDER = ["range_roundrobin", "sticky", "sticky_general", "driver_memory", "lag_aware", "simulate"]
 
 INTRO = """# Benchmarks
 

@@ -64,6 +64,12 @@ REQUIRED_PARTITION_COLUMNS = ("topic", "partition")
 ASSIGNMENT_COLUMNS = ("group_id", "member_id", "topic", "partition")
 
 
+def _same_type(a: T.DataType, b: T.DataType) -> bool:
+    """Equal data types, nullability aside."""
+    strip = lambda t: t.simpleString()  # noqa: E731  (names and types, no nullability)
+    return strip(a) == strip(b)
+
+
 def conform_columns(df: DataFrame, columns: dict[str, T.DataType], required, what: str, error) -> DataFrame:
     """``df`` with exactly ``columns`` (name -> type), cast, absent optional ones
     null; ``error`` naming what is expected and found when a ``required`` one is missing."""
@@ -78,7 +84,7 @@ def conform_columns(df: DataFrame, columns: dict[str, T.DataType], required, wha
     for name, dtype in columns.items():
         if name in present:
             col = F.col(name)
-            if name == "owned":
+            if name == "owned" and not _same_type(df.schema[name].dataType, dtype):
                 # accept owned as array of structs with any field order / int width
                 col = F.transform(
                     col,
@@ -154,8 +160,17 @@ def validate_partitions(partitions: DataFrame) -> DataFrame:
         F.col("topic").isNull() | F.col("partition").isNull() | (F.col("partition") < 0)
     ).select(F.lit("null topic/partition or negative partition").alias("problem"),
              "topic", "partition", F.lit(None).cast("long").alias("count"))
+    valid = partitions.where(F.col("topic").isNotNull() & (F.col("partition") >= 0))
+    # a topic repeats a partition when its distinct partitions (a bitmap per block of
+    # partition numbers: a tiny aggregation) are fewer than its rows; only such topics
+    # are grouped by partition to name the repeats
+    blocks = valid.groupBy("topic", F.expr("bitmap_bucket_number(partition)").alias("_block")).agg(
+        F.expr("bitmap_count(bitmap_construct_agg(bitmap_bit_position(partition)))").alias("_distinct"),
+        F.count("*").alias("_rows"),
+    )
+    repeating = blocks.where(F.col("_distinct") < F.col("_rows")).select("topic").distinct()
     dupes = (
-        partitions.where(F.col("topic").isNotNull() & F.col("partition").isNotNull())
+        valid.join(F.broadcast(repeating), "topic", "left_semi")
         .groupBy("topic", "partition").count().where("count > 1")
         .select(F.lit("topic partition repeated").alias("problem"), "topic", "partition", "count")
     )
@@ -173,11 +188,11 @@ def topic_sizes(partitions: DataFrame) -> DataFrame:
     return partitions.groupBy("topic").agg(F.count("*").alias("num_partitions"))
 
 
-def owned_claims(members: DataFrame) -> DataFrame:
-    """One row per owned-partition claim: ``group_id, member_id, generation, topic, partition``."""
-    return members.select(
-        "group_id", "member_id", "generation", F.explode("owned").alias("tp")
-    ).select("group_id", "member_id", "generation", "tp.topic", "tp.partition")
+def owned_claims(members: DataFrame, *extra: str) -> DataFrame:
+    """One row per owned-partition claim: ``group_id, member_id, generation, topic,
+    partition`` and the ``extra`` member columns."""
+    cols = ["group_id", "member_id", "generation", *extra]
+    return members.select(*cols, F.explode("owned").alias("tp")).select(*cols, "tp.topic", "tp.partition")
 
 
 def diagnostics(members: DataFrame, partitions: DataFrame) -> DataFrame:

@@ -38,3 +38,22 @@ def materialize_state(df: DataFrame) -> DataFrame:
     >>> owned = materialize_state(owned.unionByName(new_owned))  # doctest: +SKIP
     """
     return df.limit(_MAX_ROWS).localCheckpoint(eager=True)
+
+
+#: rows per task a large hash aggregation aims at (hash tables that stay in cache)
+ROWS_PER_TASK = 65_536
+
+
+def shuffle_partitions(df: DataFrame, rows: int) -> int:
+    """How many partitions a shuffle of ``rows`` rows gets: the session's
+    ``spark.sql.shuffle.partitions``, or more so that a task aggregates at most
+    :data:`ROWS_PER_TASK` rows (Spark's adaptive coalescing would otherwise merge
+    them into a few large tasks, whose hash tables outgrow the CPU caches).
+
+    >>> parts.repartition(shuffle_partitions(parts, 2_000_000), "topic")  # doctest: +SKIP
+    """
+    try:
+        base = int(df.sparkSession.conf.get("spark.sql.shuffle.partitions"))
+    except (TypeError, ValueError):  # "auto" on some platforms
+        base = 200
+    return max(base, -(-int(rows) // ROWS_PER_TASK))

@@ -17,10 +17,11 @@ both paths, so a lagging member keeps the partitions nobody newer claims.
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from .inputs import owned_claims, subscriptions
+from .ordering import java_order
 
 #: the generation a null generation sorts as
 NO_GENERATION = -1
@@ -49,31 +50,86 @@ def current_claims(members: DataFrame, partitions: DataFrame) -> DataFrame:
     )
 
 
+#: claim order keys pack (generation, member rank) into one long: ``generation +
+#: 2**31`` in the high 32 bits, the member's rank in its group in the low 31
+_SPAN = 1 << 31
+
+
+def member_ranks(members: DataFrame, name: str = "m_rank") -> DataFrame:
+    """``members`` plus each member's 0-based rank in its group, in member-id order
+    (Java's string order): the member key of the claim aggregation."""
+    w = Window.partitionBy("group_id").orderBy(java_order("member_id"))
+    return members.withColumn(name, F.row_number().over(w) - 1)
+
+
+def claim_aggregates(generation: str, rank: str, pos: str | None = None) -> list[Column]:
+    """Aggregation columns over the claims of one partition (rows with a null
+    ``rank`` are not claims): ``_n_claims``, ``_hi`` and ``_lo`` (the highest
+    ``(generation, rank)`` and the highest ``(generation, -rank)`` as order keys),
+    and with ``pos``, ``_pos``: the ``pos`` of the ``_hi`` claim. Longs only, so
+    Spark aggregates them in a hash table (no sort). Read them with
+    :func:`claim_outcome`."""
+    gen = F.coalesce(F.col(generation), F.lit(NO_GENERATION)).cast("long") + _SPAN
+    claimed = F.col(rank).isNotNull()
+    hi = F.when(claimed, gen * _SPAN + F.col(rank))
+    lo = F.when(claimed, gen * _SPAN + (_SPAN - 1 - F.col(rank)))
+    cols = [F.count(rank).alias("_n_claims"), F.max(hi).alias("_hi"), F.max(lo).alias("_lo")]
+    if pos is not None:
+        cols.append(F.max_by(pos, hi).alias("_pos"))
+    return cols
+
+
+def claim_outcome() -> dict[str, Column]:
+    """The KAFKA-14639 outcome of :func:`claim_aggregates`: ``holder`` (the rank
+    of the claimant at the highest generation, the smallest when several claim
+    it), ``generation`` and ``contested`` (several members claim it at that
+    generation). All null when nobody claims the partition."""
+    low = lambda key: F.col(key).bitwiseAND(_SPAN - 1)  # noqa: E731
+    holder = (F.lit(_SPAN - 1) - low("_lo")).cast("int")
+    return {
+        "holder": holder,
+        "generation": (F.shiftright("_hi", 31) - _SPAN).cast("int"),
+        "contested": low("_hi").cast("int") != holder,
+    }
+
+
 def partition_claims(members: DataFrame, partitions: DataFrame) -> DataFrame:
     """Per claimed partition, who holds it now: ``group_id, topic, partition,
     member_id, generation, contested``. ``member_id`` is the claimant at the
     partition's highest generation (the smallest member id when several claim it
     there: then ``contested`` is true and nobody owns it).
 
-    One hash aggregation per partition (no sort): the highest ``(generation,
-    member)`` and the highest generation with the smallest member differ in
-    member exactly when two members claim the partition at that generation.
+    One hash aggregation of long keys per partition (:func:`claim_aggregates`).
     """
+    ranked = member_ranks(members)
     claims = (
-        owned_claims(members)
+        owned_claims(ranked, "m_rank")
         .join(subscriptions(members), ["group_id", "member_id", "topic"], "left_semi")
         .join(partitions.select("topic", "partition"), ["topic", "partition"], "left_semi")
-        .withColumn("generation", F.coalesce("generation", F.lit(NO_GENERATION)))
     )
-    agg = claims.groupBy("group_id", "topic", "partition").agg(
-        F.max(F.struct("generation", "member_id")).alias("_hi"),
-        F.min(F.struct(-F.col("generation"), F.col("member_id"))).alias("_lo"),
-    )
+    out = claim_outcome()
+    agg = claims.groupBy("group_id", "topic", "partition").agg(*claim_aggregates("generation", "m_rank"))
     return agg.select(
-        "group_id", "topic", "partition",
-        F.col("_lo.member_id").alias("member_id"),
-        F.col("_hi.generation").alias("generation"),
-        (F.col("_hi.member_id") != F.col("_lo.member_id")).alias("contested"),
+        "group_id", "topic", "partition", out["holder"].alias("m_rank"),
+        out["generation"].alias("generation"), out["contested"].alias("contested"),
+    ).join(F.broadcast(ranked.select("group_id", "member_id", "m_rank")), ["group_id", "m_rank"]).select(
+        "group_id", "topic", "partition", "member_id", "generation", "contested"
+    )
+
+
+def without_transfers(assignment: DataFrame, claims: DataFrame) -> DataFrame:
+    """``assignment`` minus the partitions another member still holds (they change
+    owner: Kafka's ``partitionsTransferringOwnership``); ``claims``: the members'
+    :func:`partition_claims`.
+
+    >>> without_transfers(assign(m, p, "sticky"), partition_claims(m, p))  # doctest: +SKIP
+    """
+    tp = ["group_id", "topic", "partition"]
+    claims = claims.select(*tp, F.col("member_id").alias("_holder"), F.col("contested").alias("_contested"))
+    return (
+        assignment.join(claims, tp, "left")
+        .where(F.col("_holder").isNull() | (~F.col("_contested") & (F.col("_holder") == F.col("member_id"))))
+        .select(*assignment.columns)
     )
 
 

@@ -15,8 +15,9 @@ from test_sticky import MEMBER_SCHEMA, oracle_constrained, random_groups
 
 
 def test_kafka_cooperative_cases(spark):
-    """This round as Kafka's tests state it, then the follow-up round."""
-    cases = load_cases("cooperative/kafka_uniform.yaml")
+    """This round as Kafka's tests state it (and spark-assign's own unused-claims
+    case), then the follow-up round."""
+    cases = load_cases("cooperative/kafka_uniform.yaml", "cooperative/unused_claims.yaml")
     members, partitions = inputs(spark, cases)
     round1 = run_cases(spark, cases).cache()
     assert_assignment_equal(round1, expected(spark, cases))

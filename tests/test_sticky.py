@@ -124,8 +124,9 @@ def random_groups(seed: int, count: int):
 
 # ---------------------------------------------------------------------------------------
 def test_kafka_uniform_cases(spark):
-    """Kafka's exact lists for the uniform scenarios (one Spark job, one group per case)."""
-    cases = load_cases("sticky/kafka_uniform.yaml", "sticky/kafka_hash_order.yaml")
+    """Kafka's exact lists for the uniform scenarios, and spark-assign's own cases of
+    claims a member cannot use (one Spark job, one group per case)."""
+    cases = load_cases("sticky/kafka_uniform.yaml", "sticky/kafka_hash_order.yaml", "sticky/unused_claims.yaml")
     members, partitions = inputs(spark, cases)
     actual = run_cases(spark, cases).cache()
     assert_assignment_equal(actual, expected(spark, cases))

@@ -1,10 +1,12 @@
 """``cooperative-sticky``: Kafka's CooperativeStickyAssignor (KIP-429).
 
-The sticky assignment (:func:`.sticky.assign_sticky`) with every partition that
+The sticky assignment (:func:`.sticky.sticky_assignment`) with every partition that
 changes owner left out of this round (Kafka's ``partitionsTransferringOwnership``):
 a partition is withheld when another member still holds it, i.e. it has a current
-claim (:func:`spark_assign.owned.partition_claims`: the highest-generation claim,
-same-generation double claims included) by a member other than its new owner.
+claim (the highest-generation claim, same-generation double claims included) by a
+member other than its new owner. The uniform path decides it in the same
+aggregation that resolves the claims; the general path through
+:func:`spark_assign.owned.without_transfers`.
 Its holder revokes it this round (:func:`spark_assign.properties.revocations`); the next rebalance, with
 ``owned`` = this round's result and the generation one higher
 (:func:`next_round_members`), hands it to its new owner.
@@ -18,34 +20,15 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from ..inputs import ASSIGNMENT_COLUMNS, OWNED_TYPE, normalize_members
-from ..lineage import materialize
-from ..owned import partition_claims
-from .sticky import assign_sticky
+from ..inputs import OWNED_TYPE, normalize_members
+from .sticky import sticky_assignment
 
 _G = "group_id"
-_TP = [_G, "topic", "partition"]
-
-
-def without_transfers(assignment: DataFrame, claims: DataFrame) -> DataFrame:
-    """``assignment`` minus the partitions another member still holds (they change
-    owner: Kafka's ``partitionsTransferringOwnership``); ``claims``: the members'
-    :func:`spark_assign.owned.partition_claims`."""
-    claims = claims.select(
-        *_TP, F.col("member_id").alias("_holder"), F.col("contested").alias("_contested")
-    )
-    return (
-        assignment.join(claims, _TP, "left")
-        .where(
-            F.col("_holder").isNull()
-            | (~F.col("_contested") & (F.col("_holder") == F.col("member_id")))
-        )
-        .select(*ASSIGNMENT_COLUMNS)
-    )
 
 
 def assign_cooperative_sticky(
-    members: DataFrame, partitions: DataFrame, *, lags=None, validate: bool = True, **options
+    members: DataFrame, partitions: DataFrame, *, lags=None, validate: bool = True,
+    rack_aware="auto", member_order: str = "member_id", **options,
 ) -> DataFrame:
     """Kafka's CooperativeStickyAssignor for every group in ``members`` (normalized).
 
@@ -54,10 +37,7 @@ def assign_cooperative_sticky(
 
     >>> assign(members, partitions, "cooperative-sticky").show()  # doctest: +SKIP
     """
-    # the claims serve twice (the sticky assignment, then the transfers): computed once
-    claims = materialize(partition_claims(members, partitions))
-    full = assign_sticky(members, partitions, lags=lags, validate=validate, claims=claims, **options)
-    return without_transfers(full, claims)
+    return sticky_assignment(members, partitions, cooperative=True, rack_aware=rack_aware, member_order=member_order)
 
 
 def next_round_members(members: DataFrame, assignment: DataFrame) -> DataFrame:

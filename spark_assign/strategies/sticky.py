@@ -21,12 +21,12 @@ rack-aware whenever member and replica racks overlap, ``False`` to ignore racks)
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ..inputs import ASSIGNMENT_COLUMNS
 from ..lineage import materialize
-from ..owned import partition_claims
+from ..owned import partition_claims, without_transfers
 from .sticky_general import assign_general
 from .sticky_uniform import assign_uniform
 
@@ -40,16 +40,46 @@ def split_uniform(members: DataFrame) -> tuple[DataFrame, DataFrame]:
 
     >>> uniform, general = split_uniform(members)  # doctest: +SKIP
     """
-    key = F.array_sort("topics")
-    w = Window.partitionBy(_G)
-    flagged = materialize(members.withColumn(
-        "_uniform", F.min(key).over(w) == F.max(key).over(w)
-    ))
+    key = F.sort_array("topics")
+    # one flag per group, joined back: the member rows keep their partitioning
+    flags = materialize(members.groupBy(_G).agg((F.min(key) == F.max(key)).alias("_uniform")))
+    flagged = members.join(F.broadcast(flags), _G)
     cols = members.columns
     return (
         flagged.where(F.col("_uniform")).select(*cols),
         flagged.where(~F.col("_uniform")).select(*cols),
     )
+
+
+def sticky_assignment(
+    members: DataFrame,
+    partitions: DataFrame,
+    *,
+    cooperative: bool,
+    rack_aware="auto",
+    member_order: str = "member_id",
+) -> DataFrame:
+    """The sticky assignment of every group in ``members`` (normalized members and
+    partitions); with ``cooperative``, without the partitions changing owner
+    (:func:`spark_assign.owned.without_transfers`). Returns ``group_id, member_id, topic, partition``.
+
+    >>> sticky_assignment(members, partitions, cooperative=True)  # doctest: +SKIP
+    """
+    uniform, general = split_uniform(members)
+    result = assign_uniform(
+        uniform, partitions, rack_aware=rack_aware, member_order=member_order, cooperative=cooperative,
+    ).select(*ASSIGNMENT_COLUMNS)
+    # the general path runs a few driver-side rounds (each a distributed step over its
+    # groups): skip it outright when every group is uniform (one cheap job)
+    if general.isEmpty():
+        return result
+    claims = materialize(partition_claims(general, partitions))
+    owned = claims.where(~F.col("contested")).select(_G, "member_id", "topic", "partition", "generation")
+    # the general path takes a flag: "auto" lets it apply racks where members have them
+    other = assign_general(general, partitions, owned, rack_aware=rack_aware is not False)
+    if cooperative:
+        other = without_transfers(other, claims)
+    return result.unionByName(other.select(*ASSIGNMENT_COLUMNS))
 
 
 def assign_sticky(
@@ -60,35 +90,13 @@ def assign_sticky(
     validate: bool = True,
     rack_aware="auto",
     member_order: str = "member_id",
-    claims: DataFrame | None = None,
     **options,
 ) -> DataFrame:
     """Kafka's StickyAssignor for every group in ``members`` (normalized members and
-    partitions, as :func:`spark_assign.assign` passes them). ``claims``: the
-    :func:`spark_assign.owned.partition_claims` of these members, when the caller
-    has them already (cooperative-sticky does).
+    partitions, as :func:`spark_assign.assign` passes them).
 
     Returns ``group_id, member_id, topic, partition``.
 
     >>> assign(members, partitions, "sticky").show()  # doctest: +SKIP
     """
-    uniform, general = split_uniform(members)
-    if claims is None:
-        claims = partition_claims(members, partitions)
-    owned = claims.where(~F.col("contested")).select(_G, "member_id", "topic", "partition", "generation")
-
-    def owned_of(groups: DataFrame) -> DataFrame:
-        return owned.join(groups.select(_G).distinct(), _G, "left_semi")
-
-    result = assign_uniform(
-        uniform, partitions, owned_of(uniform), rack_aware=rack_aware, member_order=member_order,
-    ).select(*ASSIGNMENT_COLUMNS)
-    # the general path runs a few driver-side rounds (each a distributed step):
-    # skip it outright when every group is uniform (one cheap job)
-    if general.isEmpty():
-        return result
-    # the general path takes a flag: "auto" lets it apply racks where members have them
-    other = assign_general(
-        general, partitions, owned_of(general), rack_aware=rack_aware is not False
-    ).select(*ASSIGNMENT_COLUMNS)
-    return result.unionByName(other)
+    return sticky_assignment(members, partitions, cooperative=False, rack_aware=rack_aware, member_order=member_order)

@@ -5,12 +5,19 @@ For a group of ``N`` members that all subscribe to the same topics, with ``P``
 partitions, ``C_f = P // N``, ``C_c = ceil(P / N)`` and ``C_r = P % N`` members
 end at ``C_c`` (:mod:`spark_assign.quota`):
 
-1. **Owned partitions.** Each member's honoured owned partitions
-   (:func:`spark_assign.owned.resolve_owned`) are ranked by ``(partition, topic)``
-   (Kafka since KAFKA-16277, so the kept partitions spread over the topics). A
-   member keeps them all when it owns fewer than ``C_f``; up to ``C_c`` when it owns
+1. **Owned partitions.** One hash aggregation per partition over the union of
+   the group's partitions (from the metadata) and the members' claims resolves
+   Kafka's per-partition rule (:mod:`spark_assign.owned`, KAFKA-14639) and finds
+   the unclaimed partitions at once: no members x partitions product, no join of
+   claims with partitions. A member's usable claims are ranked by ``(partition,
+   topic)`` (Kafka since KAFKA-16277, so the kept partitions spread over the
+   topics): the rank is the claim's position in the member's owned list, sorted
+   in place (only lists longer than ``C_f`` can be cut, only they are sorted),
+   shifted by the positions of its claims that are not used (claims of other
+   members or generations, deleted partitions, repeats: none in a steady group).
+   A member keeps them all when it owns fewer than ``C_f``; up to ``C_c`` when it owns
    at least ``C_c`` and fewer than ``C_r`` members before it (in member-id order)
-   keep ``C_c``; otherwise up to ``C_f``.
+   keep ``C_c``; otherwise up to ``C_f`` (window functions over the members).
    Kafka walks a Java ``HashMap`` here, so *which* members keep ``C_c`` follows the
    hash order of the member ids; spark-assign uses member-id order (Java String
    order) by default, or Kafka's HashMap order with ``member_order="java_hash"``.
@@ -32,6 +39,9 @@ end at ``C_c`` (:mod:`spark_assign.quota`):
    rack, then :data:`RACK_ROUNDS` over all its replica racks), then the rest as in
    step 2. Priority as Kafka: balance, then rack locality, then stickiness;
    the rack-aware layout is best effort and need not equal Kafka's exactly.
+4. **Cooperative** (``cooperative=True``): a partition dealt to a member other
+   than its current holder (its claim at the highest generation, contested ones
+   included) is left out: it changes owner next round.
 
 No step collects to the driver or loops over members or partitions; every
 window is partitioned by group (or finer) and fully ordered.
@@ -42,8 +52,10 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from ..lineage import materialize
+from ..inputs import OWNED_TYPE, topic_sizes
+from ..lineage import materialize, shuffle_partitions
 from ..ordering import java_order
+from ..owned import claim_aggregates, claim_outcome, member_ranks
 from ..quota import max_quota, min_quota, num_max_quota
 
 #: rounds of rack-local matching over all replica racks, after a first round on each
@@ -94,13 +106,17 @@ def member_order_keys(order: str, n: Column | None = None) -> list[Column]:
     raise ValueError(f"unknown member_order {order!r}: expected one of {MEMBER_ORDERS}")
 
 
+def group_topics(members: DataFrame) -> DataFrame:
+    """The topics of each group's (common) subscription: ``group_id, topic``."""
+    return members.groupBy(_G).agg(F.min(F.sort_array("topics")).alias("_topics")).select(
+        _G, F.explode("_topics").alias("topic"))
+
+
 def group_partitions(members: DataFrame, partitions: DataFrame) -> DataFrame:
     """Every partition of the group's (common) subscription:
     ``group_id, topic, partition, racks``. Topics missing from the metadata are skipped."""
-    topics = members.groupBy(_G).agg(F.min(F.array_sort("topics")).alias("_topics")).select(
-        _G, F.explode("_topics").alias("topic")
-    )
-    return topics.join(partitions.select("topic", "partition", "racks"), "topic").select(
+    # (group, topic) pairs are few next to the partitions: broadcast them
+    return F.broadcast(group_topics(members)).join(partitions.select("topic", "partition", "racks"), "topic").select(
         _G, "topic", "partition", F.array_distinct(F.filter("racks", lambda r: r.isNotNull())).alias("racks")
     )
 
@@ -131,69 +147,130 @@ def rack_aware_groups(members: DataFrame, gparts: DataFrame, rack_aware) -> Data
     return df.select(_G, use.alias("use_racks"))
 
 
+#: at most this many partitions with a dropped claim are broadcast to find the
+#: dropped claims' positions (more take a shuffle join)
+BROADCAST_ROWS = 100_000
+
+
+def _sorted_owned() -> Column:
+    """Each member's owned list sorted by ``(partition, topic)``, topics in Java
+    order: a claim's position in it is its rank among the member's claims (a
+    repeated claim is one more claim that is not used).
+
+    UTF-8 order is Java's order unless a topic has a character from U+E000 up
+    (Kafka's legal topic names are ASCII): only then is each topic encoded as
+    UTF-16 for the sort (an element-wise lambda, several times slower)."""
+    owned = F.coalesce("owned", F.array().cast(OWNED_TYPE))
+    utf8 = F.arrays_zip(
+        F.col("owned.partition").alias("partition"),
+        F.array_repeat(F.lit(None).cast("binary"), F.size(owned)).alias("_jt"),
+        F.col("owned.topic").alias("topic"),
+    )
+    utf16 = F.transform(owned, lambda x: F.struct(
+        x["partition"].alias("partition"), java_order(x["topic"]).alias("_jt"), x["topic"].alias("topic")))
+    high = F.exists("topics", lambda t: t.rlike("[\\x{E000}-\\x{10FFFF}]"))
+    return F.sort_array(F.when(high, utf16).otherwise(utf8))
+
+
 def assign_uniform(
     members: DataFrame,
     partitions: DataFrame,
-    owned: DataFrame,
     *,
     rack_aware="auto",
     member_order: str = "member_id",
+    cooperative: bool = False,
 ) -> DataFrame:
     """The constrained sticky assignment of every group in ``members`` (all
-    members of a group subscribe to the same topics).
-
-    ``members``: normalized members; ``partitions``: normalized metadata;
-    ``owned``: :func:`spark_assign.owned.resolve_owned` rows of these groups.
+    members of a group subscribe to the same topics; normalized members and
+    partitions). With ``cooperative``, partitions another member still holds are
+    left out (Kafka's ``partitionsTransferringOwnership``).
     Returns ``group_id, member_id, topic, partition``.
 
-    >>> assign_uniform(members, partitions, resolve_owned(members, partitions))  # doctest: +SKIP
+    >>> assign_uniform(members, partitions, cooperative=True)  # doctest: +SKIP
     """
     if rack_aware not in (True, False, "auto", None):
         raise ValueError(f"rack_aware must be True, False or 'auto', got {rack_aware!r}")
     if rack_aware is None:
         rack_aware = "auto"
     gw = Window.partitionBy(_G)
-    # materialized: every step below reuses the partitions, owned ranks and quotas
-    gparts = materialize(group_partitions(members, partitions))
-    sizes = gparts.groupBy(_G).agg(F.count("*").alias("P"))
-
     # racks need a member with a rack (one small job on the members saves the rack
     # steps over every partition when nobody has one)
     use_racks = rack_aware is not False and not members.where(
         F.col("rack").isNotNull() & (F.col("rack") != "")).isEmpty()
-    base = members.select(_G, "member_id", "rack").join(sizes, _G, "left")
+    gparts = group_partitions(members, partitions)
+    # on the slim member rows: member ranks, N, and P from the metadata's topic sizes
+    sizes = group_topics(members).join(topic_sizes(partitions), "topic").groupBy(_G).agg(
+        F.sum("num_partitions").alias("P"))
+    ranks = member_ranks(members.select(_G, "member_id")).join(sizes, _G, "left").select(
+        _G, "member_id", "m_rank", F.count("*").over(gw).alias("N"),
+        F.coalesce("P", F.lit(0)).cast("long").alias("P"))
+    mem0 = members.join(F.broadcast(ranks), [_G, "member_id"])
     if use_racks:
-        base = base.join(rack_aware_groups(members, gparts, rack_aware), _G, "left")
+        gparts = materialize(gparts)
+        mem0 = mem0.join(rack_aware_groups(members, gparts, rack_aware), _G, "left")
         mrack = F.when(F.coalesce("use_racks", F.lit(False)) & (F.col("rack") != ""), F.col("rack"))
     else:
         mrack = F.lit(None).cast("string")
-    N = F.count("*").over(gw)
-    P = F.coalesce("P", F.lit(0)).cast("long")
-    mem = base.select(
-        _G, "member_id", mrack.alias("mrack"), N.alias("N"), P.alias("P"),
-        (F.row_number().over(gw.orderBy(java_order("member_id"))) - 1).alias("m_rank"),
+    # only a member claiming more than C_f partitions can lose some to the quota: only its
+    # list is ranked (sorted where it is); other members keep every claim they may use
+    n_listed = F.size(F.coalesce("owned", F.array().cast(OWNED_TYPE)))
+    ranked = F.when(n_listed > min_quota(F.col("P"), F.col("N")), _sorted_owned())
+    mem0 = materialize(mem0.select(
+        _G, "member_id", "m_rank", "N", "P", "generation", "owned", ranked.alias("_ranked"),
+        n_listed.alias("_listed"), mrack.alias("mrack")))
+
+    # -- 1. one row per partition: metadata and claims in one hash aggregation ------------
+    # a claim's position: its rank among the member's claims (ranked lists), else its index
+    def claims_of(rows: DataFrame, col: str) -> DataFrame:
+        return rows.select(_G, "m_rank", "generation", F.posexplode(col).alias("pos", "_tp")).select(
+            _G, "_tp.topic", "_tp.partition", "m_rank", "generation", "pos", F.lit(None).cast("int").alias("_meta"))
+
+    claims = claims_of(mem0.where(F.col("_ranked").isNull()), "owned").unionByName(
+        claims_of(mem0.where(F.col("_ranked").isNotNull()), "_ranked"))
+    meta = gparts.select(
+        _G, "topic", "partition", F.lit(None).cast("int").alias("m_rank"), F.lit(None).cast("int").alias("generation"),
+        F.lit(None).cast("int").alias("pos"), F.lit(1).alias("_meta"))
+    out = claim_outcome()
+    # shuffled by partition first (the keys are all distinct, so a map-side partial
+    # aggregation would only cost), into tasks of bounded size
+    tp = [_G, "topic", "partition"]
+    n_rows = mem0.agg(F.sum("_listed") + F.sum(F.when(F.col("m_rank") == 0, F.col("P")))).first()[0] or 0
+    parts = meta.unionByName(claims).repartition(shuffle_partitions(mem0, n_rows), *tp).groupBy(*tp).agg(
+        F.count("_meta").alias("_np"), *claim_aggregates("generation", "m_rank", "pos")
+    ).select(_G, "topic", "partition", "_np", "_n_claims", out["holder"].alias("holder"),
+             out["contested"].alias("contested"), "_pos")
+    # a claim is honoured when its partition is in the subscription and nobody else claims it
+    # at its generation; rack-aware groups use it only with a replica on the member's rack
+    usable = (F.col("_np") > 0) & (F.col("_n_claims") > 0) & ~F.col("contested")
+    if use_racks:
+        holders = mem0.select(_G, F.col("m_rank").alias("holder"), F.col("mrack").alias("_hrack"))
+        parts = parts.join(gparts.select(_G, "topic", "partition", "racks"), [_G, "topic", "partition"], "left").join(
+            F.broadcast(holders), [_G, "holder"], "left")
+        usable = usable & (F.col("_hrack").isNull() | F.coalesce(F.array_contains("racks", F.col("_hrack")), F.lit(False)))
+    parts = materialize(parts.withColumn("_usable", F.coalesce(usable, F.lit(False))))
+
+    # -- 2. each member's unused claims: their positions shift its ranks -----------------
+    # (none in a steady group: then no join at all)
+    dropped = F.array().cast("array<int>")
+    rare = parts.where(F.col("_n_claims") > F.when(F.col("_usable"), 1).otherwise(0)).select(
+        _G, "topic", "partition", F.col("holder").alias("_h"), F.col("_pos").alias("_hpos"), "_usable")
+    n_rare = rare.count()
+    mem = mem0
+    if n_rare:
+        losers = claims.join(F.broadcast(rare) if n_rare <= BROADCAST_ROWS else rare, [_G, "topic", "partition"]).where(
+            ~(F.col("_usable") & (F.col("m_rank") == F.col("_h")) & (F.col("pos") == F.col("_hpos"))))
+        lost = losers.groupBy(_G, "m_rank").agg(F.sort_array(F.collect_list("pos")).alias("_dropped"))
+        mem = mem.join(lost, [_G, "m_rank"], "left")
+        dropped = F.coalesce("_dropped", dropped)
+    mem = mem.select(
+        _G, "member_id", "m_rank", "mrack", "N", "P", dropped.alias("_dropped"),
+        (F.col("_listed") - F.size(dropped)).cast("long").alias("n_own"),
     )
 
-    # -- 1. owned partitions, ranked by (partition, topic) --------------------------------
-    own = owned.select(_G, "member_id", "topic", "partition")
-    if use_racks:
-        # rack-aware groups keep only owned partitions with a replica on the member's rack
-        own = (
-            own.join(base.select(_G, "member_id", mrack.alias("mrack")), [_G, "member_id"])
-            .join(gparts.select(_G, "topic", "partition", "racks"), [_G, "topic", "partition"])
-            .where(F.col("mrack").isNull() | F.coalesce(F.array_contains("racks", F.col("mrack")), F.lit(False)))
-            .select(_G, "member_id", "topic", "partition")
-        )
-    mw = Window.partitionBy(_G, "member_id")
-    own = materialize(own.select(
-        "*", (F.row_number().over(mw.orderBy("partition", java_order("topic"))) - 1).alias("o_rank")
-    ))
-    n_own = own.groupBy(_G, "member_id").agg(F.count("*").alias("n_own"))
-
+    # -- 3. quotas, as window functions over the members ----------------------------------
     C_f, C_c, C_r = F.col("C_f"), F.col("C_c"), F.col("C_r")
-    mem = mem.join(n_own, [_G, "member_id"], "left").select(
-        _G, "member_id", "mrack", "N", "m_rank",
-        F.coalesce("n_own", F.lit(0)).cast("long").alias("n_own"),
+    mem = mem.select(
+        "*",
         min_quota(F.col("P"), F.col("N")).alias("C_f"),
         max_quota(F.col("P"), F.col("N")).alias("C_c"),
         num_max_quota(F.col("P"), F.col("N")).alias("C_r"),
@@ -216,39 +293,50 @@ def assign_uniform(
     e_rank = F.row_number().over(
         gw.orderBy(F.coalesce(e_phase, F.lit(2)), F.when(deficit > 0, deficit).otherwise(0), "m_rank")
     ) - 1
-    mem = materialize(
-        mem.select("*", deficit.alias("deficit"), X.alias("X"), e_phase.alias("e_phase"), e_rank.alias("e_rank"))
-    )
+    # a member keeps its first `kept` usable claims: in claim positions, those before `_t`
+    # (every unused claim before the bound pushes it one further)
+    bound = F.aggregate("_dropped", F.col("kept"), lambda t, d: F.when(d < t, t + 1).otherwise(t))
+    mem = materialize(mem.select(
+        "*", deficit.alias("deficit"), X.alias("X"), e_phase.alias("e_phase"), e_rank.alias("e_rank"),
+        bound.alias("_t"),
+    ))
     extra = F.when(F.col("e_phase").isNotNull() & (F.col("e_rank") < F.col("X")), 1).otherwise(0)
 
-    kept = own.join(mem.select(_G, "member_id", "kept"), [_G, "member_id"]).where(
-        F.col("o_rank") < F.col("kept")
-    ).select(_G, "member_id", "topic", "partition")
+    owners = mem.select(_G, F.col("m_rank").alias("holder"), F.col("member_id").alias("_owner"), "_t")
+    pm = parts.where(F.col("_np") > 0).join(F.broadcast(owners), [_G, "holder"], "left")
+    is_kept = F.col("_usable") & (F.col("_pos") < F.col("_t"))
+    kept = pm.where(is_kept).select(_G, F.col("_owner").alias("member_id"), "topic", "partition")
 
-    # -- 2. slots: one per partition a member still takes ---------------------------------
+    # -- 4. slots: one per partition a member still takes ---------------------------------
     # slot s < deficit is the member's turn in round s of the deal; slot s == deficit
     # is its extra partition (up to C_c), dealt after every round
     n_slots = F.col("deficit") + extra
     slots = mem.where(n_slots > 0).select(
-        _G, "member_id", "mrack", "m_rank", "deficit", "e_rank",
+        _G, "member_id", "m_rank", "mrack", "deficit", "e_rank",
         F.explode(F.sequence(F.lit(0).cast("long"), (n_slots - 1).cast("long"))).alias("s"),
     )
     is_extra = F.col("s") >= F.col("deficit")
     slots = slots.select(
-        _G, "member_id", "mrack",
+        _G, "member_id", "m_rank", "mrack",
         (F.row_number().over(gw.orderBy(
             is_extra, F.when(is_extra, F.col("e_rank")).otherwise(F.col("s")), "m_rank")) - 1).alias("pos"),
     )
 
-    # -- 3. unassigned partitions in Kafka's order -----------------------------------------
-    unassigned = gparts.join(kept, [_G, "topic", "partition"], "left_anti")
+    # -- 5. unassigned partitions in Kafka's order, dealt to the slots ---------------------
+    unassigned = pm.where(~is_kept).select(_G, "topic", "partition", "holder", "contested",
+                                           *(["racks"] if use_racks else []))
     base_order = [java_order("topic"), F.col("partition")]
     if not use_racks or mem.where(F.col("mrack").isNotNull()).isEmpty():
-        unassigned = unassigned.select(
-            _G, "topic", "partition", (F.row_number().over(gw.orderBy(*base_order)) - 1).alias("pos")
-        )
-        return slots.join(unassigned, [_G, "pos"]).select(_G, "member_id", "topic", "partition").unionByName(kept)
-    return _rack_fill(mem, slots, unassigned, base_order).unionByName(kept)
+        unassigned = unassigned.select("*", (F.row_number().over(gw.orderBy(*base_order)) - 1).alias("pos"))
+        filled = slots.join(unassigned, [_G, "pos"])
+    else:
+        filled = _rack_fill(mem, slots, unassigned, base_order).join(
+            unassigned.select(_G, "topic", "partition", "holder", "contested"), [_G, "topic", "partition"]
+        ).join(F.broadcast(mem.select(_G, "member_id", "m_rank")), [_G, "member_id"])
+    if cooperative:
+        # a partition another member still holds changes owner next round
+        filled = filled.where(F.col("holder").isNull() | (~F.col("contested") & (F.col("holder") == F.col("m_rank"))))
+    return filled.select(_G, "member_id", "topic", "partition").unionByName(kept)
 
 
 def _rack_fill(mem: DataFrame, slots: DataFrame, unassigned: DataFrame, base_order) -> DataFrame:
