@@ -117,6 +117,12 @@ def partition_claims(members: DataFrame, partitions: DataFrame) -> DataFrame:
     )
 
 
+def free_to_take(holder: Column, contested: Column, member: Column) -> Column:
+    """Whether a partition may go to ``member`` this cooperative round: nobody holds
+    it, or ``member`` holds it alone (otherwise it is transferring ownership)."""
+    return holder.isNull() | (~contested & (holder == member))
+
+
 def without_transfers(assignment: DataFrame, claims: DataFrame) -> DataFrame:
     """``assignment`` minus the partitions another member still holds (they change
     owner: Kafka's ``partitionsTransferringOwnership``); ``claims``: the members'
@@ -128,7 +134,7 @@ def without_transfers(assignment: DataFrame, claims: DataFrame) -> DataFrame:
     claims = claims.select(*tp, F.col("member_id").alias("_holder"), F.col("contested").alias("_contested"))
     return (
         assignment.join(claims, tp, "left")
-        .where(F.col("_holder").isNull() | (~F.col("_contested") & (F.col("_holder") == F.col("member_id"))))
+        .where(free_to_take(F.col("_holder"), F.col("_contested"), F.col("member_id")))
         .select(*assignment.columns)
     )
 

@@ -40,7 +40,7 @@ Options beyond the proposal (asked for by its users):
     (a fraction of the sticky assignment's maximum), decided per group.
 ``cooperative=True``
     Incremental cooperative rebalancing: a partition that another member still
-    holds (a current claim, :func:`spark_assign.owned.current_claims`) is not
+    holds (:func:`spark_assign.owned.without_transfers`) is not
     handed to its new owner this round; it is left out (the holder revokes it
     and a follow-up rebalance assigns it).
 
@@ -68,7 +68,7 @@ from pyspark.sql import functions as F
 from ..inputs import subscriptions
 from ..lags import partition_lags
 from ..ordering import java_order
-from ..owned import current_claims, resolve_owned
+from ..owned import partition_claims, resolve_owned, without_transfers
 from ..quota import quota_for_rank
 
 BALANCE_MODES = ("topic", "group")
@@ -348,14 +348,7 @@ def assign_lag_aware(
         )
         result = both.where(F.col("_fresh") == F.col("_move")).select("group_id", "member_id", "topic", "partition")
     if cooperative:
-        holders = current_claims(members, partitions).select(
-            "group_id", "topic", "partition", F.col("member_id").alias("holder"))
-        # a partition is left out when any current holder is not its new owner
-        # (a contested claim has several holder rows; one differs, so all go)
-        wp = Window.partitionBy("group_id", "topic", "partition")
-        result = (
-            result.join(holders, ["group_id", "topic", "partition"], "left")
-            .withColumn("_moving", F.max(F.when(F.col("holder") != F.col("member_id"), 1)).over(wp))
-            .where(F.col("_moving").isNull())
-        )
+        # a partition is left out when another member still holds it (contested ones too)
+        result = without_transfers(result.select("group_id", "member_id", "topic", "partition"),
+                                   partition_claims(members, partitions))
     return result.select("group_id", "member_id", "topic", "partition")

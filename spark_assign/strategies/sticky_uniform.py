@@ -55,7 +55,7 @@ from pyspark.sql import functions as F
 from ..inputs import OWNED_TYPE, topic_sizes
 from ..lineage import materialize, shuffle_partitions
 from ..ordering import java_order
-from ..owned import claim_aggregates, claim_outcome, member_ranks
+from ..owned import claim_aggregates, claim_outcome, free_to_take, member_ranks
 from ..quota import max_quota, min_quota, num_max_quota
 
 #: rounds of rack-local matching over all replica racks, after a first round on each
@@ -335,7 +335,7 @@ def assign_uniform(
         ).join(F.broadcast(mem.select(_G, "member_id", "m_rank")), [_G, "member_id"])
     if cooperative:
         # a partition another member still holds changes owner next round
-        filled = filled.where(F.col("holder").isNull() | (~F.col("contested") & (F.col("holder") == F.col("m_rank"))))
+        filled = filled.where(free_to_take(F.col("holder"), F.col("contested"), F.col("m_rank")))
     return filled.select(_G, "member_id", "topic", "partition").unionByName(kept)
 
 
