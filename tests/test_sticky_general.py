@@ -17,7 +17,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from casetable import SEP, assert_assignment_equal, expected, inputs, load_cases, parse_tp
-from spark_assign import properties
+from spark_assign import assign, properties
 from spark_assign.inputs import normalize_members, normalize_partitions
 from spark_assign.owned import resolve_owned
 from spark_assign.errors import AssignmentPropertyError
@@ -179,6 +179,31 @@ def test_at_least_as_sticky_as_kafka(general_run):
     # (the stickiness rounds' chains of moves reach what Kafka's moves among equally
     # loaded members reach), the YAML scenarios from Kafka's tests included
     assert worse == {}, {g: f"ours {o} < kafka {k}" for g, (o, k) in worse.items()}
+
+
+def test_fresh_general_groups_through_assign(spark):
+    """Only general groups and nobody owning anything: ``assign`` skips the uniform
+    path and the claim resolution. The result equals the general path given the
+    resolved (empty) claims, is valid and balanced by Kafka's rule, and
+    cooperative-sticky gives the same (nothing is held, so nothing is withheld)."""
+    rnd = random.Random(31)
+    mrows, prows = [], []
+    for g in range(24):
+        name = f"fresh{g:02d}"
+        group, sizes = random_group(rnd, name)
+        prows += [(t, p, None) for t, n in sizes.items() for p in range(n)]
+        mrows += [(name, mid, None, None, topics, None, None, None) for mid, topics, _, _ in group]
+    members = normalize_members(spark.createDataFrame(mrows, MEMBER_SCHEMA))
+    partitions = normalize_partitions(spark.createDataFrame(prows, "topic string, partition int, racks array<string>"))
+    sticky = assign(members, partitions, "sticky").localCheckpoint()
+    assert sticky.select("group_id").distinct().count() == 24
+    full = assign_general(members, partitions, resolve_owned(members, partitions), rack_aware=True)
+    assert_assignment_equal(sticky, full)
+    assert_assignment_equal(assign(members, partitions, "cooperative-sticky"), sticky)
+    problems = properties.validity_violations(sticky, members, partitions).unionByName(
+        properties.balance_violations(sticky, members, partitions, rule="kafka")
+    )
+    assert problems.limit(20).collect() == []
 
 
 def _case_checks(r):

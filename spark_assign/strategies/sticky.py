@@ -6,8 +6,11 @@ Each group takes one of Kafka's two paths:
   quota algorithm applies (:mod:`.sticky_uniform`, window functions and rank joins);
 * **general**: the members' subscriptions differ (:mod:`.sticky_general`).
 
-The split is one window over the members: a group is uniform when the minimum
-and maximum of its members' sorted subscription arrays are equal. As in Kafka,
+The split is one aggregation per group: a group is uniform when the minimum
+and maximum of its members' sorted subscription arrays are equal (the same
+small job tells whether any general group claims owned partitions, so a path
+with no groups, and the claim resolution of fresh general groups, are skipped
+outright). As in Kafka,
 the subscriptions are compared as the members sent them (de-duplicated): a topic
 missing from the metadata still counts, so ``[t1, gone]`` and ``[t1]`` take the
 general path. (Kafka treats an empty first subscription specially by accident;
@@ -34,16 +37,25 @@ from .sticky_uniform import assign_uniform
 _G = "group_id"
 
 
-def split_uniform(members: DataFrame) -> tuple[DataFrame, DataFrame]:
+def _group_kinds(members: DataFrame) -> DataFrame:
+    """One row per group: ``_uniform`` (all members sent the same subscription) and
+    ``_claims`` (some member claims owned partitions). Materialized (small)."""
+    key = F.sort_array("topics")
+    return materialize(members.groupBy(_G).agg(
+        (F.min(key) == F.max(key)).alias("_uniform"),
+        F.coalesce(F.max(F.size("owned")) > 0, F.lit(False)).alias("_claims"),
+    ))
+
+
+def split_uniform(members: DataFrame, kinds: DataFrame | None = None) -> tuple[DataFrame, DataFrame]:
     """``(uniform, general)``: the members of groups whose members all sent the same
     subscription, and the members of the other groups.
 
     >>> uniform, general = split_uniform(members)  # doctest: +SKIP
     """
-    key = F.sort_array("topics")
+    kinds = _group_kinds(members) if kinds is None else kinds
     # one flag per group, joined back: the member rows keep their partitioning
-    flags = materialize(members.groupBy(_G).agg((F.min(key) == F.max(key)).alias("_uniform")))
-    flagged = members.join(F.broadcast(flags), _G)
+    flagged = members.join(F.broadcast(kinds.select(_G, "_uniform")), _G)
     cols = members.columns
     return (
         flagged.where(F.col("_uniform")).select(*cols),
@@ -65,21 +77,33 @@ def sticky_assignment(
 
     >>> sticky_assignment(members, partitions, cooperative=True)  # doctest: +SKIP
     """
-    uniform, general = split_uniform(members)
-    result = assign_uniform(
-        uniform, partitions, rack_aware=rack_aware, member_order=member_order, cooperative=cooperative,
-    ).select(*ASSIGNMENT_COLUMNS)
-    # the general path runs a few driver-side rounds (each a distributed step over its
-    # groups): skip it outright when every group is uniform (one cheap job)
-    if general.isEmpty():
+    kinds = _group_kinds(members)
+    # which paths have groups, and whether the general groups claim anything: one small
+    # job that lets the general path's driver-side rounds (and the uniform path's jobs)
+    # be skipped when no group needs them
+    seen = {(r["_uniform"], r["_claims"]) for r in kinds.select("_uniform", "_claims").distinct().collect()}
+    uniform, general = split_uniform(members, kinds)
+    result = None
+    if any(u for u, _ in seen) or not seen:  # no groups at all: the uniform path's empty result
+        result = assign_uniform(
+            uniform, partitions, rack_aware=rack_aware, member_order=member_order, cooperative=cooperative,
+        ).select(*ASSIGNMENT_COLUMNS)
+    if not any(not u for u, _ in seen):
         return result
-    claims = materialize(partition_claims(general, partitions))
-    owned = claims.where(~F.col("contested")).select(_G, "member_id", "topic", "partition", "generation")
+    claims = None
+    if (False, True) in seen:
+        claims = materialize(partition_claims(general, partitions))
+        owned = claims.where(~F.col("contested")).select(_G, "member_id", "topic", "partition", "generation")
+    else:  # nobody in a general group claims anything
+        owned = general.select(
+            _G, "member_id", F.lit(None).cast("string").alias("topic"), F.lit(None).cast("int").alias("partition"),
+            "generation").where(F.lit(False))
     # the general path takes a flag: "auto" lets it apply racks where members have them
     other = assign_general(general, partitions, owned, rack_aware=rack_aware is not False)
-    if cooperative:
+    if cooperative and claims is not None:
         other = without_transfers(other, claims)
-    return result.unionByName(other.select(*ASSIGNMENT_COLUMNS))
+    other = other.select(*ASSIGNMENT_COLUMNS)
+    return other if result is None else result.unionByName(other)
 
 
 def assign_sticky(

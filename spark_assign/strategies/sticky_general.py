@@ -357,8 +357,38 @@ def _apply_moves(s: DataFrame, moves: DataFrame) -> DataFrame:
     ).select(*_STATE)
 
 
-def _pair_moves(state: DataFrame, rnd: int) -> DataFrame:
-    """The moves of one pairing round over every group (``state``: :data:`_STATE`).
+def _subscribers(state: DataFrame) -> DataFrame:
+    """One row per member of the state (:data:`_STATE`) with what rounds never change:
+    target ``T`` and the indexes of the topics it subscribes to (``subs``)."""
+    return state.groupBy("group_id", "member_id", "_mi").agg(F.max("_T").alias("T"), F.collect_list("_ti").alias("subs"))
+
+
+def _member_rows(state: DataFrame, subscribers: DataFrame) -> DataFrame:
+    """One row per member of the state (:data:`_STATE`), what a pairing round reads:
+    load ``L``, target ``T``, the topic indexes it subscribes to (``subs``, from
+    :func:`_subscribers`), holds beyond its owned count (``free``, with how many in
+    ``cnt``) and holds fewer of than it owned (``gain``). Only the subscriptions
+    holding or owning something are aggregated (in a fresh group, most hold nothing)."""
+
+    def topics_where(cond: Column) -> Column:
+        return F.collect_list(F.when(cond, F.col("_ti")))  # nulls skipped
+
+    keys = ["group_id", "member_id", "_mi"]
+    held = state.where((F.col("c") > 0) | (F.col("o") > 0)).groupBy(*keys).agg(
+        F.sum("c").alias("L"),
+        topics_where(F.col("c") > F.col("o")).alias("free"), topics_where(F.col("o") > F.col("c")).alias("gain"),
+        F.map_from_entries(F.collect_list(F.when(F.col("c") > F.col("o"), F.struct("_ti", F.col("c") - F.col("o"))))).alias("cnt"),
+    )
+    none = F.array().cast("array<int>")
+    return subscribers.join(held, keys, "left").select(
+        *keys, F.coalesce("L", F.lit(0)).cast("long").alias("L"), "T", "subs",
+        F.coalesce("free", none).alias("free"), F.coalesce("gain", none).alias("gain"),
+        F.coalesce("cnt", F.create_map().cast("map<int,bigint>")).alias("cnt"),
+    )
+
+
+def _pair_moves(mem: DataFrame, rnd: int) -> DataFrame:
+    """The moves of one pairing round over every group (``mem``: :func:`_member_rows`).
 
     Members above their target load ``_T`` give, members below it receive: their
     surplus and deficit units are laid out in a hash order (a different one each
@@ -375,16 +405,6 @@ def _pair_moves(state: DataFrame, rnd: int) -> DataFrame:
     squared loads strictly drops. Returns ``group_id, _ti, _a, _b`` (one row per
     partition moved)."""
 
-    def topics_where(cond: Column) -> Column:
-        return F.collect_list(F.when(cond, F.col("_ti")))  # nulls skipped
-
-    mem = state.groupBy("group_id", "member_id", "_mi").agg(
-        F.sum("c").alias("L"), F.max("_T").alias("T"),
-        topics_where(F.col("c") > F.col("o")).alias("free"),
-        topics_where(F.lit(True)).alias("subs"), topics_where(F.col("o") > F.col("c")).alias("gain"),
-        # how many partitions of each topic the member holds beyond its owned ones
-        F.map_from_entries(F.collect_list(F.when(F.col("c") > F.col("o"), F.struct("_ti", F.col("c") - F.col("o"))))).alias("cnt"),
-    )
     wg = Window.partitionBy("group_id")
 
     def slots(units: Column, name: str, cols: list[str], salt: int) -> DataFrame:
@@ -426,20 +446,26 @@ def target_counts(
     """
     global LAST_ROUNDS
     state = materialize(_initial_counts(members, partitions, owned))
+    subscribers = materialize(_subscribers(state))
     LAST_ROUNDS = 0
     for LAST_ROUNDS in range(max_rounds + 1):
         # a pairing round while some member is above its target and pairing finds
         # moves, else check Kafka's rule and water-fill
-        above = state.groupBy("group_id", "_mi").agg(F.sum("c").alias("L"), F.max("_T").alias("T")).where("L > T")
-        pair = LAST_ROUNDS < max_rounds and not above.isEmpty()
-        moves = materialize(_pair_moves(state, LAST_ROUNDS)) if pair else None
+        mem = materialize(_member_rows(state, subscribers))
+        pair = LAST_ROUNDS < max_rounds and not mem.where(F.col("L") > F.col("T")).isEmpty()
+        moves = materialize(_pair_moves(mem, LAST_ROUNDS)) if pair else None
         if moves is not None and not moves.isEmpty():
             state = materialize(_apply_moves(state, moves))
             continue
+        # Kafka's rule fails exactly where a topic's most loaded holder is two or more
+        # above its least loaded subscriber: one aggregation per topic over the loads
+        loads = state.join(mem.select("group_id", "_mi", "L"), ["group_id", "_mi"])
+        if loads.groupBy("group_id", "_ti").agg(
+            (F.max(F.when(F.col("c") > 0, F.col("L"))) - F.min("L")).alias("_spread")
+        ).where(F.col("_spread") >= 2).isEmpty():
+            break
         s = materialize(_with_loads(state))
         pending = s.where(F.col("key").isNotNull())
-        if pending.isEmpty():
-            break
         if LAST_ROUNDS == max_rounds:
             raise_if_rows(
                 pending.select("group_id", "member_id", "topic", "c", "L", "lo", "hi"),
@@ -482,6 +508,7 @@ def _rank_fill(free: DataFrame, capacity: DataFrame) -> DataFrame:
 
 def _place(counts: DataFrame, members: DataFrame, partitions: DataFrame, owned: DataFrame, rack_aware: bool) -> DataFrame:
     keys4 = ["group_id", "member_id", "topic", "partition"]
+    counts = counts.where(F.col("count") > 0)  # a member keeps or gets nothing of the others
     subscribed = counts.select("group_id", "topic").distinct()
     all_parts = subscribed.join(partitions.select("topic", "partition", "racks"), "topic")
     own = owned.select(*keys4).join(counts.select(*_KEYS, "count"), _KEYS)
