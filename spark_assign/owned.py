@@ -8,7 +8,7 @@ Kafka's current rule (KAFKA-14639), applied per partition:
   any generation);
 * two or more members claiming the partition in that same highest generation
   void the claim: nobody owns it, and it counts as changing owner (a
-  cooperative round leaves it out, see :func:`current_claims`).
+  cooperative round leaves it out, see :func:`without_transfers`).
 
 Kafka's constrained (uniform) path drops every claim of a member below the
 group's highest generation; spark-assign applies the per-partition rule on
@@ -32,7 +32,11 @@ def current_claims(members: DataFrame, partitions: DataFrame) -> DataFrame:
 
     Columns: ``group_id, member_id, topic, partition, generation, contested``
     (``contested``: more than one member claims the partition at that
-    generation). Inputs are normalized members and partitions.
+    generation), every claimant's row kept. Inputs are normalized members and
+    partitions. The assignors use :func:`partition_claims` (one row per partition,
+    a hash aggregation); this window form is the property checks' own reading of
+    the rule (:func:`spark_assign.properties.cooperative_violations`), written
+    apart on purpose so that a check does not reuse the code it checks.
     """
     claims = (
         owned_claims(members)
