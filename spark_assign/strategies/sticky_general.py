@@ -26,6 +26,9 @@ distributed step over all groups:
    each pair moving one partition the giver did not own of a topic both share;
    a move is kept only if its giver ends at least as loaded as its receiver. One
    round settles nearly every unit of a fresh group (the benchmark: 2-3 rounds).
+   Pairing rounds read and update one row per member (:func:`_member_rows`,
+   :func:`_after_moves`); the subscription rows take all their moves at once,
+   when pairing stops.
 3. **water-fill rounds** (:func:`_round`), when a pairing round finds nothing and
    Kafka's rule still fails (owners above the level, targets the fit got wrong):
    every member picks the single topic of its worst violation, as giver or
@@ -59,6 +62,8 @@ distributed step over all groups:
 """
 
 from __future__ import annotations
+
+from functools import reduce
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
@@ -150,17 +155,20 @@ def _initial_counts(members: DataFrame, partitions: DataFrame, owned: DataFrame)
     wg = Window.partitionBy("group_id")
     # one partition per group from here on: every window below is then shuffle-free.
     # Member-level sums over the group count each member once, on its first row
-    first_of_topic = F.row_number().over(wt.orderBy("_mi")) == 1
-    first_of_member = F.row_number().over(wm.orderBy("_ti")) == 1
+    # (each window spec is one pass over the group's rows: the topic sums and the first
+    # of each topic share one ordered spec, and so do the member sums and first member)
+    by_member = wt.orderBy("_mi")
+    by_topic = wm.orderBy("_ti")
+    whole = (Window.unboundedPreceding, Window.unboundedFollowing)
     subs = materialize(
         subs.repartition("group_id")
         .withColumn("_ti", F.dense_rank().over(wg.orderBy(java_order("topic"))) - 1)
-        .withColumn("_u", F.col("_p") - F.sum("o").over(wt))
-        .withColumn("_n", F.count("*").over(wt))
-        .withColumn("_tf", first_of_topic)
-        .withColumn("_b", F.sum("o").over(wm))
-        .withColumn("_deg", F.count(F.when(F.col("_u") > 0, 1)).over(wm))
-        .withColumn("_first", first_of_member)
+        .withColumn("_u", F.col("_p") - F.sum("o").over(by_member.rowsBetween(*whole)))
+        .withColumn("_n", F.count("*").over(by_member.rowsBetween(*whole)))
+        .withColumn("_tf", F.row_number().over(by_member) == 1)
+        .withColumn("_b", F.sum("o").over(by_topic.rowsBetween(*whole)))
+        .withColumn("_deg", F.count(F.when(F.col("_u") > 0, 1)).over(by_topic.rowsBetween(*whole)))
+        .withColumn("_first", F.row_number().over(by_topic) == 1)
         .withColumn("_tot", F.sum(F.when(F.col("_tf"), F.greatest(F.col("_u"), F.lit(0)))).over(wg))
     )
     # the group's water level over owned loads (eligibility ignored): members below it
@@ -207,8 +215,9 @@ def _initial_counts(members: DataFrame, partitions: DataFrame, owned: DataFrame)
     # per topic the +1s go to the members whose rounding wants one, ties broken by a
     # hash: any member-level order (say by fractional part) would favour the same
     # members in every topic and pile the rounding errors onto them
-    subs = subs.withColumn("_extra", F.col("_u") - F.sum("_f").over(wt)).withColumn(
-        "_r", F.row_number().over(wt.orderBy(F.col("_want").desc(), F.xxhash64("_mi", "_ti"), "_mi")) - 1
+    deal = wt.orderBy(F.col("_want").desc(), F.xxhash64("_mi", "_ti"), "_mi")
+    subs = subs.withColumn("_extra", F.col("_u") - F.sum("_f").over(deal.rowsBetween(*whole))).withColumn(
+        "_r", F.row_number().over(deal) - 1
     )
     add = F.when(F.col("_extra") > F.col("_r"), F.floor((F.col("_extra") - F.col("_r") - 1) / F.col("_n")) + 1).otherwise(0)
     return subs.select(
@@ -364,26 +373,55 @@ def _subscribers(state: DataFrame) -> DataFrame:
 
 
 def _member_rows(state: DataFrame, subscribers: DataFrame) -> DataFrame:
-    """One row per member of the state (:data:`_STATE`), what a pairing round reads:
-    load ``L``, target ``T``, the topic indexes it subscribes to (``subs``, from
-    :func:`_subscribers`), holds beyond its owned count (``free``, with how many in
-    ``cnt``) and holds fewer of than it owned (``gain``). Only the subscriptions
-    holding or owning something are aggregated (in a fresh group, most hold nothing)."""
-
-    def topics_where(cond: Column) -> Column:
-        return F.collect_list(F.when(cond, F.col("_ti")))  # nulls skipped
-
+    """One row per member of the state (:data:`_STATE`), what a pairing round reads
+    (:func:`_with_topic_sets`): load ``L``, target ``T`` and subscribed topic indexes
+    ``subs`` (from :func:`_subscribers`), and ``dmap``: topic index -> count minus
+    owned count, for the topics where they differ. Only the subscriptions holding or
+    owning something are aggregated (in a fresh group, most hold nothing)."""
     keys = ["group_id", "member_id", "_mi"]
+    differs = F.col("c") != F.col("o")
     held = state.where((F.col("c") > 0) | (F.col("o") > 0)).groupBy(*keys).agg(
         F.sum("c").alias("L"),
-        topics_where(F.col("c") > F.col("o")).alias("free"), topics_where(F.col("o") > F.col("c")).alias("gain"),
-        F.map_from_entries(F.collect_list(F.when(F.col("c") > F.col("o"), F.struct("_ti", F.col("c") - F.col("o"))))).alias("cnt"),
+        F.map_from_entries(F.collect_list(F.when(differs, F.struct("_ti", (F.col("c") - F.col("o")).alias("d"))))).alias("dmap"),
     )
-    none = F.array().cast("array<int>")
     return subscribers.join(held, keys, "left").select(
         *keys, F.coalesce("L", F.lit(0)).cast("long").alias("L"), "T", "subs",
-        F.coalesce("free", none).alias("free"), F.coalesce("gain", none).alias("gain"),
-        F.coalesce("cnt", F.create_map().cast("map<int,bigint>")).alias("cnt"),
+        F.coalesce("dmap", _no_diff()).alias("dmap"),
+    )
+
+
+def _no_diff() -> Column:
+    """An empty ``dmap``."""
+    return F.create_map().cast("map<int,bigint>")
+
+
+def _after_moves(mem: DataFrame, moves: DataFrame) -> DataFrame:
+    """:func:`_member_rows` after ``moves`` (``group_id, _ti, _a, _b``), computed on
+    the member rows alone: loads and ``dmap`` entries shift by the partitions each
+    member gave and received."""
+    keys = ["group_id", "member_id"]
+    per_topic = (
+        moves.select("group_id", "_ti", F.col("_a").alias("member_id"), F.lit(-1).alias("d"))
+        .unionByName(moves.select("group_id", "_ti", F.col("_b").alias("member_id"), F.lit(1).alias("d")))
+        .groupBy(*keys, "_ti").agg(F.sum("d").alias("d"))
+    )
+    delta = per_topic.groupBy(*keys).agg(
+        F.sum("d").alias("_dL"), F.map_from_entries(F.collect_list(F.struct("_ti", "d"))).alias("_dd"))
+    merged = F.map_zip_with("dmap", F.coalesce("_dd", _no_diff()), lambda k, a, b: F.coalesce(a, F.lit(0)) + F.coalesce(b, F.lit(0)))
+    return mem.join(delta, keys, "left").select(
+        *keys, "_mi", (F.col("L") + F.coalesce("_dL", F.lit(0))).alias("L"), "T", "subs",
+        F.map_filter(merged, lambda k, v: v != 0).alias("dmap"),
+    )
+
+
+def _with_topic_sets(mem: DataFrame) -> DataFrame:
+    """``mem`` (:func:`_member_rows`) plus the topic index sets pairing reads: held
+    beyond the owned count (``free``, with how many in ``cnt``) and held fewer of
+    than owned (``gain``)."""
+    cnt = F.map_filter("dmap", lambda k, v: v > 0)
+    return mem.select(
+        "*", F.map_keys(cnt).alias("free"), cnt.alias("cnt"),
+        F.map_keys(F.map_filter("dmap", lambda k, v: v < 0)).alias("gain"),
     )
 
 
@@ -406,6 +444,7 @@ def _pair_moves(mem: DataFrame, rnd: int) -> DataFrame:
     partition moved)."""
 
     wg = Window.partitionBy("group_id")
+    mem = _with_topic_sets(mem)
 
     def slots(units: Column, name: str, cols: list[str], salt: int) -> DataFrame:
         side = mem.withColumn("_u", units).where(F.col("_u") > 0)
@@ -447,16 +486,21 @@ def target_counts(
     global LAST_ROUNDS
     state = materialize(_initial_counts(members, partitions, owned))
     subscribers = materialize(_subscribers(state))
+    mem = materialize(_member_rows(state, subscribers))
+    moved = []  # pairing moves not yet applied to the state rows
     LAST_ROUNDS = 0
     for LAST_ROUNDS in range(max_rounds + 1):
         # a pairing round while some member is above its target and pairing finds
-        # moves, else check Kafka's rule and water-fill
-        mem = materialize(_member_rows(state, subscribers))
+        # moves (on the member rows alone), else check Kafka's rule and water-fill
         pair = LAST_ROUNDS < max_rounds and not mem.where(F.col("L") > F.col("T")).isEmpty()
         moves = materialize(_pair_moves(mem, LAST_ROUNDS)) if pair else None
         if moves is not None and not moves.isEmpty():
-            state = materialize(_apply_moves(state, moves))
+            moved.append(moves)
+            mem = materialize(_after_moves(mem, moves))
             continue
+        if moved:
+            state = materialize(_apply_moves(state, reduce(DataFrame.unionByName, moved)))
+            moved = []
         # Kafka's rule fails exactly where a topic's most loaded holder is two or more
         # above its least loaded subscriber: one aggregation per topic over the loads
         loads = state.join(mem.select("group_id", "_mi", "L"), ["group_id", "_mi"])
@@ -474,6 +518,7 @@ def target_counts(
                 "balancing rounds (max_rounds); subscriptions still out of balance",
             )
         state = materialize(_round(s))
+        mem = materialize(_member_rows(state, subscribers))
     # stickiness rounds: give members back owned partitions where balance allows (each
     # round keeps at least one more owned partition in every group it changes)
     for _ in range(MAX_STICKY_ROUNDS):
