@@ -168,9 +168,15 @@ def validate_partitions(partitions: DataFrame) -> DataFrame:
         F.expr("bitmap_count(bitmap_construct_agg(bitmap_bit_position(partition)))").alias("_distinct"),
         F.count("*").alias("_rows"),
     )
-    repeating = blocks.where(F.col("_distinct") < F.col("_rows")).select("topic").distinct()
+    repeating = blocks.where(F.col("_distinct") < F.col("_rows")).select("topic")
+    # valid input (the usual case) takes one job; the repeats are named only when there are some
+    flagged = bad.unionByName(repeating.select(
+        F.lit("repeats").alias("problem"), "topic", F.lit(None).cast("int").alias("partition"),
+        F.lit(None).cast("long").alias("count")))
+    if flagged.isEmpty():
+        return partitions
     dupes = (
-        valid.join(F.broadcast(repeating), "topic", "left_semi")
+        valid.join(F.broadcast(repeating.distinct()), "topic", "left_semi")
         .groupBy("topic", "partition").count().where("count > 1")
         .select(F.lit("topic partition repeated").alias("problem"), "topic", "partition", "count")
     )

@@ -18,6 +18,13 @@ def local_session(
 ) -> SparkSession:
     """A local Spark session with the UI off and few shuffle partitions.
 
+    PySpark's DataFrame call-site capture (``spark.python.sql.dataFrameDebugging.enabled``,
+    on by default since Spark 4) is turned off: it walks the Python stack and makes
+    several JVM calls for every column function, which made building the sticky
+    general path's plans about 0.7 s slower (BENCHMARKS.md). Errors still name the
+    failing expression; pass ``extra={"spark.python.sql.dataFrameDebugging.enabled":
+    "true"}`` to get the Python call site in them too.
+
     Returns the active session unchanged when one already exists (Databricks,
     spark-submit), so pipelines can call it unconditionally.
 
@@ -38,6 +45,7 @@ def local_session(
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.memory", driver_memory or os.environ.get("SPARK_ASSIGN_DRIVER_MEMORY", "4g"))
         .config("spark.sql.ansi.enabled", "false")
+        .config("spark.python.sql.dataFrameDebugging.enabled", "false")
     )
     for k, v in (extra or {}).items():
         builder = builder.config(k, v)

@@ -38,12 +38,14 @@ _G = "group_id"
 
 
 def _group_kinds(members: DataFrame) -> DataFrame:
-    """One row per group: ``_uniform`` (all members sent the same subscription) and
-    ``_claims`` (some member claims owned partitions). Materialized (small)."""
+    """One row per group: ``_uniform`` (all members sent the same subscription),
+    ``_claims`` (some member claims owned partitions) and ``_racks`` (some member
+    has a rack). Materialized (small)."""
     key = F.sort_array("topics")
     return materialize(members.groupBy(_G).agg(
         (F.min(key) == F.max(key)).alias("_uniform"),
         F.coalesce(F.max(F.size("owned")) > 0, F.lit(False)).alias("_claims"),
+        F.bool_or(F.coalesce(F.col("rack") != "", F.lit(False))).alias("_racks"),
     ))
 
 
@@ -78,28 +80,29 @@ def sticky_assignment(
     >>> sticky_assignment(members, partitions, cooperative=True)  # doctest: +SKIP
     """
     kinds = _group_kinds(members)
-    # which paths have groups, and whether the general groups claim anything: one small
-    # job that lets the general path's driver-side rounds (and the uniform path's jobs)
-    # be skipped when no group needs them
-    seen = {(r["_uniform"], r["_claims"]) for r in kinds.select("_uniform", "_claims").distinct().collect()}
+    # which paths have groups, whether the general groups claim anything, and where
+    # members have racks: one small job that lets the general path's driver-side rounds
+    # (and the uniform path's jobs, and the rack steps) be skipped when no group needs them
+    seen = {tuple(r) for r in kinds.select("_uniform", "_claims", "_racks").distinct().collect()}
     uniform, general = split_uniform(members, kinds)
     result = None
-    if any(u for u, _ in seen) or not seen:  # no groups at all: the uniform path's empty result
+    if any(u for u, _, _ in seen) or not seen:  # no groups at all: the uniform path's empty result
         result = assign_uniform(
             uniform, partitions, rack_aware=rack_aware, member_order=member_order, cooperative=cooperative,
+            racks=any(r for u, _, r in seen if u),
         ).select(*ASSIGNMENT_COLUMNS)
-    if not any(not u for u, _ in seen):
+    if not any(not u for u, _, _ in seen):
         return result
     claims = None
-    if (False, True) in seen:
+    if any(c for u, c, _ in seen if not u):
         claims = materialize(partition_claims(general, partitions))
         owned = claims.where(~F.col("contested")).select(_G, "member_id", "topic", "partition", "generation")
     else:  # nobody in a general group claims anything
-        owned = general.select(
-            _G, "member_id", F.lit(None).cast("string").alias("topic"), F.lit(None).cast("int").alias("partition"),
-            "generation").where(F.lit(False))
+        owned = None
     # the general path takes a flag: "auto" lets it apply racks where members have them
-    other = assign_general(general, partitions, owned, rack_aware=rack_aware is not False)
+    # (with no member rack, its rack-aware placement equals the plain one)
+    racks = any(r for u, _, r in seen if not u)
+    other = assign_general(general, partitions, owned, rack_aware=rack_aware is not False and racks)
     if cooperative and claims is not None:
         other = without_transfers(other, claims)
     other = other.select(*ASSIGNMENT_COLUMNS)

@@ -63,8 +63,6 @@ distributed step over all groups:
 
 from __future__ import annotations
 
-from functools import reduce
-
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
@@ -123,7 +121,7 @@ def _water_fill(rows: DataFrame, units: str, base: str, own: str | None = None, 
 FIT_PASSES = 1
 
 
-def _initial_counts(members: DataFrame, partitions: DataFrame, owned: DataFrame) -> DataFrame:
+def _initial_counts(members: DataFrame, partitions: DataFrame, owned: DataFrame | None) -> DataFrame:
     """The first state (:data:`_STATE`): one row per subscription to an existing
     topic, with owned count ``o``, initial count ``c`` and the member's target load ``_T``.
 
@@ -136,20 +134,20 @@ def _initial_counts(members: DataFrame, partitions: DataFrame, owned: DataFrame)
     remaining partitions to the members whose rounding wants one (ties by hash),
     so member totals land within a partition or two of their fitted share. The
     target ``_T`` is the fitted member total, rounded systematically over the
-    group's members.
+    group's members. ``owned`` None: nobody owns anything (the water level is then
+    the group's mean load, without the windows that find it over owned loads).
     """
     # members may be an unmaterialized plan: it is read once. Indexes are per group (_mi
     # in Kafka's member order, _ti in Java's topic order), so that a group's result
     # never depends on the other groups assigned with it
     m = with_member_index(members, "_mi").select("group_id", "member_id", "_mi", "topics")
     topics = partitions.groupBy("topic").agg(F.count("*").alias("_p"))
-    own = owned.groupBy(*_KEYS).agg(F.count("*").alias("o"))
-    subs = (
-        m.select("group_id", "member_id", "_mi", F.explode("topics").alias("topic"))
-        .join(topics, "topic")
-        .join(own, _KEYS, "left")
-        .withColumn("o", F.coalesce("o", F.lit(0)).cast("long"))
-    )
+    subs = m.select("group_id", "member_id", "_mi", F.explode("topics").alias("topic")).join(topics, "topic")
+    if owned is None:
+        subs = subs.withColumn("o", F.lit(0).cast("long"))
+    else:
+        own = owned.groupBy(*_KEYS).agg(F.count("*").alias("o"))
+        subs = subs.join(own, _KEYS, "left").withColumn("o", F.coalesce("o", F.lit(0)).cast("long"))
     wt = Window.partitionBy("group_id", "_ti")
     wm = Window.partitionBy("group_id", "_mi")
     wg = Window.partitionBy("group_id")
@@ -169,22 +167,28 @@ def _initial_counts(members: DataFrame, partitions: DataFrame, owned: DataFrame)
         .withColumn("_b", F.sum("o").over(by_topic.rowsBetween(*whole)))
         .withColumn("_deg", F.count(F.when(F.col("_u") > 0, 1)).over(by_topic.rowsBetween(*whole)))
         .withColumn("_first", F.row_number().over(by_topic) == 1)
-        .withColumn("_tot", F.sum(F.when(F.col("_tf"), F.greatest(F.col("_u"), F.lit(0)))).over(wg))
+        .withColumns({
+            "_tot": F.sum(F.when(F.col("_tf"), F.greatest(F.col("_u"), F.lit(0)))).over(wg),
+            "_nm": F.count(F.when(F.col("_first"), 1)).over(wg),
+        })
     )
-    # the group's water level over owned loads (eligibility ignored): members below it
-    # need the difference. Over the members by owned load: the k lowest can be topped
-    # up to the k-th's load while that costs at most the unowned partitions
     first = F.col("_first")
-    by_load = wg.orderBy("_b", "_mi")  # default frame: members up to this one
-    subs = (
-        subs.withColumn("_k", F.count(F.when(first, 1)).over(by_load))
-        .withColumn("_s", F.sum(F.when(first, F.col("_b"))).over(by_load))
-        .withColumn("_ok", first & (F.col("_k") * F.col("_b") - F.col("_s") <= F.col("_tot")))
-        .withColumn("_kmax", F.max(F.when(F.col("_ok"), F.col("_k"))).over(wg))
-        .withColumn("_smax", F.max(F.when(F.col("_ok"), F.col("_s"))).over(wg))
-        .withColumn("_need", F.greatest(F.lit(0.0), (F.col("_tot") + F.col("_smax")) / F.col("_kmax") - F.col("_b")))
-        .withColumn("_w", F.when(F.col("_deg") > 0, F.col("_need") / F.col("_deg")).otherwise(F.lit(0.0)))
-    )
+    if owned is None:  # nobody owns anything: every member needs the group's mean load
+        subs = subs.withColumn("_need", F.col("_tot") / F.col("_nm"))
+    else:
+        # the group's water level over owned loads (eligibility ignored): members below
+        # it need the difference. Over the members by owned load: the k lowest can be
+        # topped up to the k-th's load while that costs at most the unowned partitions
+        by_load = wg.orderBy("_b", "_mi")  # default frame: members up to this one
+        subs = (
+            subs.withColumn("_k", F.count(F.when(first, 1)).over(by_load))
+            .withColumn("_s", F.sum(F.when(first, F.col("_b"))).over(by_load))
+            .withColumn("_ok", first & (F.col("_k") * F.col("_b") - F.col("_s") <= F.col("_tot")))
+            .withColumn("_kmax", F.max(F.when(F.col("_ok"), F.col("_k"))).over(wg))
+            .withColumn("_smax", F.max(F.when(F.col("_ok"), F.col("_s"))).over(wg))
+            .withColumn("_need", F.greatest(F.lit(0.0), (F.col("_tot") + F.col("_smax")) / F.col("_kmax") - F.col("_b")))
+        )
+    subs = subs.withColumn("_w", F.when(F.col("_deg") > 0, F.col("_need") / F.col("_deg")).otherwise(F.lit(0.0)))
 
     def share(df: DataFrame) -> DataFrame:
         tw = F.sum(F.when(F.col("_u") > 0, F.col("_w"))).over(wt)
@@ -209,7 +213,7 @@ def _initial_counts(members: DataFrame, partitions: DataFrame, owned: DataFrame)
     cum = F.sum(F.when(first, F.col("_X"))).over(wg.orderBy("_mi")) + F.lit(0.5)  # members up to this one
     subs = (
         subs.withColumn("_want", F.floor(run) - F.floor(run - F.col("_fr")))
-        .withColumn("_X", F.col("_b") + F.sum("_x").over(wm))
+        .withColumn("_X", F.col("_b") + F.sum("_x").over(wm.orderBy("_ti").rowsBetween(*whole)))  # run's pass
         .withColumn("_T", (F.floor(cum) - F.floor(cum - F.col("_X"))).cast("long"))
     )
     # per topic the +1s go to the members whose rounding wants one, ties broken by a
@@ -366,24 +370,21 @@ def _apply_moves(s: DataFrame, moves: DataFrame) -> DataFrame:
     ).select(*_STATE)
 
 
-def _subscribers(state: DataFrame) -> DataFrame:
-    """One row per member of the state (:data:`_STATE`) with what rounds never change:
-    target ``T`` and the indexes of the topics it subscribes to (``subs``)."""
-    return state.groupBy("group_id", "member_id", "_mi").agg(F.max("_T").alias("T"), F.collect_list("_ti").alias("subs"))
-
-
-def _member_rows(state: DataFrame, subscribers: DataFrame) -> DataFrame:
+def _member_rows(state: DataFrame, subscribers: DataFrame | None = None) -> DataFrame:
     """One row per member of the state (:data:`_STATE`), what a pairing round reads
-    (:func:`_with_topic_sets`): load ``L``, target ``T`` and subscribed topic indexes
-    ``subs`` (from :func:`_subscribers`), and ``dmap``: topic index -> count minus
-    owned count, for the topics where they differ. Only the subscriptions holding or
-    owning something are aggregated (in a fresh group, most hold nothing)."""
+    (:func:`_with_topic_sets`): load ``L``, target ``T``, the indexes of the topics it
+    subscribes to (``subs``) and ``dmap``: topic index -> count minus owned count, for
+    the topics where they differ. ``T`` and ``subs`` never change from round to round:
+    given ``subscribers`` (these rows' ``group_id, member_id, _mi, T, subs``), only the
+    subscriptions holding or owning something are aggregated (in a fresh group, most
+    hold nothing); without, everything comes from one aggregation."""
     keys = ["group_id", "member_id", "_mi"]
     differs = F.col("c") != F.col("o")
-    held = state.where((F.col("c") > 0) | (F.col("o") > 0)).groupBy(*keys).agg(
-        F.sum("c").alias("L"),
-        F.map_from_entries(F.collect_list(F.when(differs, F.struct("_ti", (F.col("c") - F.col("o")).alias("d"))))).alias("dmap"),
-    )
+    load = F.sum("c").cast("long").alias("L")
+    dmap = F.map_from_entries(F.collect_list(F.when(differs, F.struct("_ti", (F.col("c") - F.col("o")).alias("d"))))).alias("dmap")
+    if subscribers is None:
+        return state.groupBy(*keys).agg(load, F.max("_T").alias("T"), F.collect_list("_ti").alias("subs"), dmap)
+    held = state.where((F.col("c") > 0) | (F.col("o") > 0)).groupBy(*keys).agg(load, dmap)
     return subscribers.join(held, keys, "left").select(
         *keys, F.coalesce("L", F.lit(0)).cast("long").alias("L"), "T", "subs",
         F.coalesce("dmap", _no_diff()).alias("dmap"),
@@ -398,11 +399,14 @@ def _no_diff() -> Column:
 def _after_moves(mem: DataFrame, moves: DataFrame) -> DataFrame:
     """:func:`_member_rows` after ``moves`` (``group_id, _ti, _a, _b``), computed on
     the member rows alone: loads and ``dmap`` entries shift by the partitions each
-    member gave and received."""
+    member gave and received. Adds ``_moved``: whether the member gave or received any."""
     keys = ["group_id", "member_id"]
+    side = F.explode(F.array(
+        F.struct(F.col("_a").alias("member_id"), F.lit(-1).alias("d")),
+        F.struct(F.col("_b").alias("member_id"), F.lit(1).alias("d")),
+    )).alias("_s")
     per_topic = (
-        moves.select("group_id", "_ti", F.col("_a").alias("member_id"), F.lit(-1).alias("d"))
-        .unionByName(moves.select("group_id", "_ti", F.col("_b").alias("member_id"), F.lit(1).alias("d")))
+        moves.select("group_id", "_ti", side).select("group_id", "_s.member_id", "_ti", "_s.d")
         .groupBy(*keys, "_ti").agg(F.sum("d").alias("d"))
     )
     delta = per_topic.groupBy(*keys).agg(
@@ -410,8 +414,16 @@ def _after_moves(mem: DataFrame, moves: DataFrame) -> DataFrame:
     merged = F.map_zip_with("dmap", F.coalesce("_dd", _no_diff()), lambda k, a, b: F.coalesce(a, F.lit(0)) + F.coalesce(b, F.lit(0)))
     return mem.join(delta, keys, "left").select(
         *keys, "_mi", (F.col("L") + F.coalesce("_dL", F.lit(0))).alias("L"), "T", "subs",
-        F.map_filter(merged, lambda k, v: v != 0).alias("dmap"),
+        F.map_filter(merged, lambda k, v: v != 0).alias("dmap"), F.col("_dL").isNotNull().alias("_moved"),
     )
+
+
+def _synced(state: DataFrame, mem: DataFrame) -> DataFrame:
+    """The state rows (:data:`_STATE`) with the counts the member rows ``mem``
+    (:func:`_member_rows`) hold, ``c = o + dmap[_ti]``, and the member's load ``L``."""
+    d = F.coalesce(F.try_element_at("dmap", F.col("_ti")), F.lit(0))
+    return state.join(mem.select("group_id", "_mi", "dmap", "L"), ["group_id", "_mi"]).select(
+        *[F.col(x) if x != "c" else (F.col("o") + d).cast("long").alias("c") for x in _STATE], "L")
 
 
 def _with_topic_sets(mem: DataFrame) -> DataFrame:
@@ -476,7 +488,7 @@ def _pair_moves(mem: DataFrame, rnd: int) -> DataFrame:
 
 
 def target_counts(
-    members: DataFrame, partitions: DataFrame, owned: DataFrame, *, max_rounds: int = MAX_ROUNDS
+    members: DataFrame, partitions: DataFrame, owned: DataFrame | None, *, max_rounds: int = MAX_ROUNDS
 ) -> DataFrame:
     """Per subscription, how many partitions of the topic the member gets:
     ``group_id, member_id, topic, owned_count, count`` (balanced by Kafka's rule).
@@ -485,25 +497,25 @@ def target_counts(
     """
     global LAST_ROUNDS
     state = materialize(_initial_counts(members, partitions, owned))
-    subscribers = materialize(_subscribers(state))
-    mem = materialize(_member_rows(state, subscribers))
-    moved = []  # pairing moves not yet applied to the state rows
+    mem = materialize(_member_rows(state))
+    subscribers = mem.select("group_id", "member_id", "_mi", "T", "subs")
+    synced = True  # the state rows hold the counts the member rows say
     LAST_ROUNDS = 0
     for LAST_ROUNDS in range(max_rounds + 1):
         # a pairing round while some member is above its target and pairing finds
         # moves (on the member rows alone), else check Kafka's rule and water-fill
-        pair = LAST_ROUNDS < max_rounds and not mem.where(F.col("L") > F.col("T")).isEmpty()
-        moves = materialize(_pair_moves(mem, LAST_ROUNDS)) if pair else None
-        if moves is not None and not moves.isEmpty():
-            moved.append(moves)
-            mem = materialize(_after_moves(mem, moves))
-            continue
-        if moved:
-            state = materialize(_apply_moves(state, reduce(DataFrame.unionByName, moved)))
-            moved = []
+        if LAST_ROUNDS < max_rounds and not mem.where(F.col("L") > F.col("T")).isEmpty():
+            paired = materialize(_after_moves(mem, _pair_moves(mem, LAST_ROUNDS)))
+            if not paired.where(F.col("_moved")).isEmpty():
+                mem, synced = paired.drop("_moved"), False
+                continue
         # Kafka's rule fails exactly where a topic's most loaded holder is two or more
         # above its least loaded subscriber: one aggregation per topic over the loads
-        loads = state.join(mem.select("group_id", "_mi", "L"), ["group_id", "_mi"])
+        if synced:
+            loads = state.join(mem.select("group_id", "_mi", "L"), ["group_id", "_mi"])
+        else:  # the subscription rows take every pairing round's moves at once
+            loads = materialize(_synced(state, mem))
+            state, synced = loads.select(*_STATE), True
         if loads.groupBy("group_id", "_ti").agg(
             (F.max(F.when(F.col("c") > 0, F.col("L"))) - F.min("L")).alias("_spread")
         ).where(F.col("_spread") >= 2).isEmpty():
@@ -521,7 +533,7 @@ def target_counts(
         mem = materialize(_member_rows(state, subscribers))
     # stickiness rounds: give members back owned partitions where balance allows (each
     # round keeps at least one more owned partition in every group it changes)
-    for _ in range(MAX_STICKY_ROUNDS):
+    for _ in range(MAX_STICKY_ROUNDS if owned is not None else 0):
         if state.where(F.col("c") < F.col("o")).isEmpty():  # nobody short of its owned partitions
             break
         s = materialize(_with_loads(state))
@@ -551,11 +563,18 @@ def _rank_fill(free: DataFrame, capacity: DataFrame) -> DataFrame:
     return fp.join(slots, ["group_id", "topic", "_pos"]).select("group_id", "member_id", "topic", "partition")
 
 
-def _place(counts: DataFrame, members: DataFrame, partitions: DataFrame, owned: DataFrame, rack_aware: bool) -> DataFrame:
+def _place(
+    counts: DataFrame, members: DataFrame, partitions: DataFrame, owned: DataFrame | None, rack_aware: bool
+) -> DataFrame:
     keys4 = ["group_id", "member_id", "topic", "partition"]
     counts = counts.where(F.col("count") > 0)  # a member keeps or gets nothing of the others
     subscribed = counts.select("group_id", "topic").distinct()
     all_parts = subscribed.join(partitions.select("topic", "partition", "racks"), "topic")
+    if owned is None:  # nothing to keep
+        if not rack_aware:
+            return _rank_fill(all_parts.select("group_id", "topic", "partition"),
+                              counts.select(*_KEYS, "_mi", F.col("count").alias("cap")))
+        owned = counts.select("group_id", "member_id", "topic", F.lit(None).cast("int").alias("partition")).where(F.lit(False))
     own = owned.select(*keys4).join(counts.select(*_KEYS, "count"), _KEYS)
     if rack_aware:
         member_rack = members.select("group_id", "member_id", "rack")
@@ -623,13 +642,15 @@ def _place(counts: DataFrame, members: DataFrame, partitions: DataFrame, owned: 
 
 
 def assign_general(
-    members: DataFrame, partitions: DataFrame, owned: DataFrame, *, rack_aware: bool = False
+    members: DataFrame, partitions: DataFrame, owned: DataFrame | None, *, rack_aware: bool = False
 ) -> DataFrame:
     """Sticky assignment for groups whose members subscribe to different topics.
 
     ``members``: normalized members (spark_assign.inputs); ``partitions``:
     normalized partitions; ``owned``: the honoured owned partitions
-    (:func:`spark_assign.owned.resolve_owned`). Returns the full target
+    (:func:`spark_assign.owned.resolve_owned`), or None when nobody owns anything
+    (fresh groups: the steps that only concern owned partitions are left out).
+    Returns the full target
     assignment ``group_id, member_id, topic, partition``: valid, balanced by
     Kafka's rule, keeping owned partitions wherever balance allows.
 

@@ -179,11 +179,13 @@ def assign_uniform(
     rack_aware="auto",
     member_order: str = "member_id",
     cooperative: bool = False,
+    racks: bool | None = None,
 ) -> DataFrame:
     """The constrained sticky assignment of every group in ``members`` (all
     members of a group subscribe to the same topics; normalized members and
     partitions). With ``cooperative``, partitions another member still holds are
-    left out (Kafka's ``partitionsTransferringOwnership``).
+    left out (Kafka's ``partitionsTransferringOwnership``). ``racks``: whether
+    some member has a rack, when the caller knows (else one small job finds out).
     Returns ``group_id, member_id, topic, partition``.
 
     >>> assign_uniform(members, partitions, cooperative=True)  # doctest: +SKIP
@@ -195,8 +197,9 @@ def assign_uniform(
     gw = Window.partitionBy(_G)
     # racks need a member with a rack (one small job on the members saves the rack
     # steps over every partition when nobody has one)
-    use_racks = rack_aware is not False and not members.where(
-        F.col("rack").isNotNull() & (F.col("rack") != "")).isEmpty()
+    if racks is None:
+        racks = not members.where(F.col("rack").isNotNull() & (F.col("rack") != "")).isEmpty()
+    use_racks = rack_aware is not False and racks
     gparts = group_partitions(members, partitions)
     # on the slim member rows: member ranks, N, and P from the metadata's topic sizes
     sizes = group_topics(members).join(topic_sizes(partitions), "topic").groupBy(_G).agg(
