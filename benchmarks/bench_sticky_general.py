@@ -27,6 +27,7 @@ def main() -> None:
     ap.add_argument("--low", type=float, default=0.10)
     ap.add_argument("--high", type=float, default=0.20)
     ap.add_argument("--repeat", type=int, default=5, help="timed runs (best reported)")
+    ap.add_argument("--warmups", type=int, default=3, help="runs before the timed ones (JIT warm-up; the first is the cold figure)")
     ap.add_argument("--peer-timeout", type=float, default=300.0, help="seconds before the peer is cut off")
     ap.add_argument("--no-peer", action="store_true")
     ap.add_argument("--verify", action="store_true", help="check validity and Kafka's balance rule (small sizes)")
@@ -50,11 +51,15 @@ def main() -> None:
         return assign(members, partitions, "sticky", rack_aware=False)
 
     t0 = time.perf_counter()
-    # one untimed run first (JVM and code generation warm-up): nothing carries over
-    # between runs, every run plans and computes the whole assignment again
-    ours = time_spark(build, repeat=args.repeat, warmup=build)
+    # untimed runs first (JVM JIT and code generation warm-up; the first one is timed
+    # apart as the cold figure): nothing carries over between runs, every run plans
+    # and computes the whole assignment again
+    cold = time_spark(build, repeat=1)  # the first run, then one more to count the rows
+    for _ in range(args.warmups - 2):
+        build().write.format("noop").mode("overwrite").save()
+    ours = time_spark(build, repeat=args.repeat)
     rounds = sticky_general.LAST_ROUNDS
-    print(f"spark-assign: {ours.seconds:.2f} s, {ours.rows} rows, {rounds} balancing rounds "
+    print(f"spark-assign: {ours.seconds:.2f} s (cold first run {cold.seconds:.2f} s), {ours.rows} rows, {rounds} balancing rounds "
           f"(wall incl. verification count {time.perf_counter() - t0:.1f} s)")
 
     if args.verify:
@@ -77,16 +82,18 @@ def main() -> None:
     write_results(
         args.area,
         "Sticky, different subscriptions (general path), fresh",
-        ["input", "spark-assign", "balancing rounds", "kafka-python StickyPartitionAssignor", "speed-up"],
-        [[size, fmt_s(ours), rounds, peer_cell,
+        ["input", "spark-assign", "spark-assign, cold first run", "balancing rounds",
+         "kafka-python StickyPartitionAssignor", "speed-up"],
+        [[size, fmt_s(ours), fmt_s(cold), rounds, peer_cell,
           "n/a" if args.no_peer else ratio(peer, ours, None if peer else args.peer_timeout)]],
         notes=(
             "spark-assign: `assign(members, partitions, \"sticky\")` end to end (input validation, the "
             "uniform/general split, then the general path: member x topic counts, fitted initial fill, "
             "balancing rounds until Kafka's balance rule holds, rank-join placement), timed to a noop write, "
-            f"best of {args.repeat} runs after one untimed warm-up run on the same input (JIT warm-up: "
+            f"best of {args.repeat} runs after {max(args.warmups, 2)} warm-up runs on the same input (JIT warm-up: "
             "nothing is cached between runs, each run plans and computes the whole assignment again; "
-            "successive runs in one JVM still get faster, by about 1-2 s over the first five). "
+            "successive runs in one JVM get faster for about ten runs). The cold column is the first "
+            "run in a fresh JVM. "
             "kafka-python: `StickyPartitionAssignor.assign` in a subprocess, only the assign call timed. "
             "Kafka's Java client takes about 50 s on this input (issue)."
         ),

@@ -27,8 +27,9 @@ distributed step over all groups:
    a move is kept only if its giver ends at least as loaded as its receiver. One
    round settles nearly every unit of a fresh group (the benchmark: 2-3 rounds).
    Pairing rounds read and update one row per member (:func:`_member_rows`,
-   :func:`_after_moves`); the subscription rows take all their moves at once,
-   when pairing stops.
+   :func:`_after_moves`), partitioned by group, so a round is one shuffle of the
+   member rows; the subscription rows take all their moves at once, when pairing
+   stops (:func:`_synced`).
 3. **water-fill rounds** (:func:`_round`), when a pairing round finds nothing and
    Kafka's rule still fails (owners above the level, targets the fit got wrong):
    every member picks the single topic of its worst violation, as giver or
@@ -399,7 +400,9 @@ def _no_diff() -> Column:
 def _after_moves(mem: DataFrame, moves: DataFrame) -> DataFrame:
     """:func:`_member_rows` after ``moves`` (``group_id, _ti, _a, _b``), computed on
     the member rows alone: loads and ``dmap`` entries shift by the partitions each
-    member gave and received. Adds ``_moved``: whether the member gave or received any."""
+    member gave and received. Adds ``_moved``: whether the member gave or received any.
+    The member rows and the moves meet in one aggregation per member (no join: with
+    both partitioned by group, nothing is shuffled)."""
     keys = ["group_id", "member_id"]
     side = F.explode(F.array(
         F.struct(F.col("_a").alias("member_id"), F.lit(-1).alias("d")),
@@ -409,12 +412,18 @@ def _after_moves(mem: DataFrame, moves: DataFrame) -> DataFrame:
         moves.select("group_id", "_ti", side).select("group_id", "_s.member_id", "_ti", "_s.d")
         .groupBy(*keys, "_ti").agg(F.sum("d").alias("d"))
     )
-    delta = per_topic.groupBy(*keys).agg(
-        F.sum("d").alias("_dL"), F.map_from_entries(F.collect_list(F.struct("_ti", "d"))).alias("_dd"))
-    merged = F.map_zip_with("dmap", F.coalesce("_dd", _no_diff()), lambda k, a, b: F.coalesce(a, F.lit(0)) + F.coalesce(b, F.lit(0)))
-    return mem.join(delta, keys, "left").select(
+    cols = {"_mi": "int", "L": "long", "T": "long", "subs": "array<int>", "dmap": "map<int,bigint>"}
+    rows = mem.select(*keys, *cols, F.lit(None).cast("int").alias("_ti"), F.lit(None).cast("long").alias("d")).unionByName(
+        per_topic.select(*keys, *[F.lit(None).cast(t).alias(c) for c, t in cols.items()], "_ti", "d"))
+    merged = rows.groupBy(*keys).agg(
+        *[F.first(c, ignorenulls=True).alias(c) for c in cols],
+        F.sum("d").alias("_dL"),
+        F.map_from_entries(F.collect_list(F.when(F.col("_ti").isNotNull(), F.struct("_ti", "d")))).alias("_dd"),
+    )
+    dmap = F.map_zip_with("dmap", "_dd", lambda k, a, b: F.coalesce(a, F.lit(0)) + F.coalesce(b, F.lit(0)))
+    return merged.select(
         *keys, "_mi", (F.col("L") + F.coalesce("_dL", F.lit(0))).alias("L"), "T", "subs",
-        F.map_filter(merged, lambda k, v: v != 0).alias("dmap"), F.col("_dL").isNotNull().alias("_moved"),
+        F.map_filter(dmap, lambda k, v: v != 0).alias("dmap"), F.col("_dL").isNotNull().alias("_moved"),
     )
 
 
@@ -453,23 +462,29 @@ def _pair_moves(mem: DataFrame, rnd: int) -> DataFrame:
     raises givers and lowers receivers, so one pass does): played one by one, each
     such move goes from a member at least two partitions heavier, so the sum of
     squared loads strictly drops. Returns ``group_id, _ti, _a, _b`` (one row per
-    partition moved)."""
+    partition moved).
 
-    wg = Window.partitionBy("group_id")
+    Every window and aggregation here is keyed by group and more, so with ``mem``
+    partitioned by group (``mem.repartition("group_id")``, as :func:`target_counts`
+    passes it) a round shuffles nothing: givers and receivers meet in a window over
+    their slot, not in a join."""
     mem = _with_topic_sets(mem)
-
-    def slots(units: Column, name: str, cols: list[str], salt: int) -> DataFrame:
-        side = mem.withColumn("_u", units).where(F.col("_u") > 0)
-        end = F.sum("_u").over(wg.orderBy(F.xxhash64("_mi", F.lit(rnd), F.lit(salt)), "_mi")
-                               .rowsBetween(Window.unboundedPreceding, 0))
-        return side.withColumn("_end", end).select(
-            "group_id", F.col("member_id").alias(name), F.col("L").alias("L" + name),
-            *[F.col(c).alias(c + name) for c in cols],
-            F.explode(F.sequence(F.col("_end") - F.col("_u"), F.col("_end") - 1)).alias("_slot"),
-        )
-
-    pairs = slots(F.col("L") - F.col("T"), "_a", ["free", "cnt"], 1).join(
-        slots(F.col("T") - F.col("L"), "_b", ["subs", "gain"], 2), ["group_id", "_slot"])
+    # side 1: givers (above target), side 2: receivers; a unit per partition above / below
+    units = mem.where(F.col("L") != F.col("T")).withColumns({
+        "_side": F.when(F.col("L") > F.col("T"), 1).otherwise(2), "_u": F.abs(F.col("L") - F.col("T"))})
+    end = F.sum("_u").over(Window.partitionBy("group_id", "_side").orderBy(
+        F.xxhash64("_mi", F.lit(rnd), F.col("_side")), "_mi").rowsBetween(Window.unboundedPreceding, 0))
+    units = units.withColumn("_end", end).withColumn(
+        "_slot", F.explode(F.sequence(F.col("_end") - F.col("_u"), F.col("_end") - 1)))
+    # the receiver of each slot, beside its giver (a group's surplus and deficit units are
+    # equally many: the targets add up to its partitions; a slot missing either pairs nothing)
+    receiver = F.struct(F.col("member_id").alias("_b"), F.col("L").alias("L_b"), F.col("subs").alias("subs_b"),
+                        F.col("gain").alias("gain_b"))
+    pairs = units.withColumn(
+        "_r", F.max(F.when(F.col("_side") == 2, receiver)).over(Window.partitionBy("group_id", "_slot"))
+    ).where((F.col("_side") == 1) & F.col("_r").isNotNull()).select(
+        "group_id", "_slot", F.col("member_id").alias("_a"), F.col("L").alias("L_a"), F.col("free").alias("free_a"),
+        F.col("cnt").alias("cnt_a"), "_r._b", "_r.L_b", "_r.subs_b", "_r.gain_b")
     # only partitions the giver did not own: pairing never costs an owned partition
     # (what balance takes from owners, the water-fill rounds take, owned ones last)
     options = [F.array_intersect(F.col("free_a"), F.col("gain_b")), F.array_intersect(F.col("free_a"), F.col("subs_b"))]
@@ -505,7 +520,8 @@ def target_counts(
         # a pairing round while some member is above its target and pairing finds
         # moves (on the member rows alone), else check Kafka's rule and water-fill
         if LAST_ROUNDS < max_rounds and not mem.where(F.col("L") > F.col("T")).isEmpty():
-            paired = materialize(_after_moves(mem, _pair_moves(mem, LAST_ROUNDS)))
+            by_group = mem.repartition("group_id")  # the round shuffles nothing more
+            paired = materialize(_after_moves(by_group, _pair_moves(by_group, LAST_ROUNDS)))
             if not paired.where(F.col("_moved")).isEmpty():
                 mem, synced = paired.drop("_moved"), False
                 continue
