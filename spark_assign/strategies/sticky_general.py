@@ -170,7 +170,7 @@ def _initial_counts(members: DataFrame, partitions: DataFrame, owned: DataFrame 
         .withColumn("_first", F.row_number().over(by_topic) == 1)
         .withColumns({
             "_tot": F.sum(F.when(F.col("_tf"), F.greatest(F.col("_u"), F.lit(0)))).over(wg),
-            "_nm": F.count(F.when(F.col("_first"), 1)).over(wg),
+            "_nm": F.count(F.when(F.col("_first"), 1)).over(wg),  # members (read when nobody owns anything)
         })
     )
     first = F.col("_first")

@@ -197,9 +197,9 @@ def assign_uniform(
     gw = Window.partitionBy(_G)
     # racks need a member with a rack (one small job on the members saves the rack
     # steps over every partition when nobody has one)
-    if racks is None:
+    if racks is None and rack_aware is not False:
         racks = not members.where(F.col("rack").isNotNull() & (F.col("rack") != "")).isEmpty()
-    use_racks = rack_aware is not False and racks
+    use_racks = rack_aware is not False and bool(racks)
     gparts = group_partitions(members, partitions)
     # on the slim member rows: member ranks, N, and P from the metadata's topic sizes
     sizes = group_topics(members).join(topic_sizes(partitions), "topic").groupBy(_G).agg(
