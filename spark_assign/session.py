@@ -20,9 +20,9 @@ def local_session(
 
     PySpark's DataFrame call-site capture (``spark.python.sql.dataFrameDebugging.enabled``,
     on by default since Spark 4) is turned off: it walks the Python stack and makes
-    several JVM calls for every column function, which made building the sticky
-    general path's plans about 0.7 s slower (BENCHMARKS.md). Errors still name the
-    failing expression; pass ``extra={"spark.python.sql.dataFrameDebugging.enabled":
+    several JVM calls for every column function, which made the sticky general path's
+    benchmark run about 0.7 s slower (switched between alternating runs). Errors still
+    name the failing expression; pass ``extra={"spark.python.sql.dataFrameDebugging.enabled":
     "true"}`` to get the Python call site in them too.
 
     Returns the active session unchanged when one already exists (Databricks,
