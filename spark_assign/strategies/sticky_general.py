@@ -357,17 +357,24 @@ def _chain_moves(s: DataFrame) -> DataFrame:
     return hop1.unionByName(hop2)
 
 
-def _apply_moves(s: DataFrame, moves: DataFrame) -> DataFrame:
-    """The state rows (:data:`_STATE`) after ``moves`` (``group_id, _ti, _a, _b``:
-    one partition of topic ``_ti`` from ``_a`` to ``_b`` per row, any number of rows)."""
-    keys = ["group_id", "member_id", "_ti"]
-    delta = (
-        moves.select("group_id", "_ti", F.col("_a").alias("member_id"), F.lit(-1).alias("_d"))
-        .unionByName(moves.select("group_id", "_ti", F.col("_b").alias("member_id"), F.lit(1).alias("_d")))
-        .groupBy(*keys).agg(F.sum("_d").alias("_d"))
+def _move_deltas(moves: DataFrame) -> DataFrame:
+    """What ``moves`` (``group_id, _ti, _a, _b``: one partition of topic ``_ti`` from
+    ``_a`` to ``_b`` per row, any number of rows) change per subscription:
+    ``group_id, member_id, _ti, d`` (partitions received minus given)."""
+    side = F.explode(F.array(
+        F.struct(F.col("_a").alias("member_id"), F.lit(-1).alias("d")),
+        F.struct(F.col("_b").alias("member_id"), F.lit(1).alias("d")),
+    )).alias("_s")
+    return (
+        moves.select("group_id", "_ti", side).select("group_id", "_s.member_id", "_ti", "_s.d")
+        .groupBy("group_id", "member_id", "_ti").agg(F.sum("d").alias("d"))
     )
-    return s.join(delta, keys, "left").select(
-        *[x for x in _STATE if x != "c"], (F.col("c") + F.coalesce("_d", F.lit(0))).cast("long").alias("c"),
+
+
+def _apply_moves(s: DataFrame, moves: DataFrame) -> DataFrame:
+    """The state rows (:data:`_STATE`) after ``moves`` (:func:`_move_deltas`)."""
+    return s.join(_move_deltas(moves), ["group_id", "member_id", "_ti"], "left").select(
+        *[x for x in _STATE if x != "c"], (F.col("c") + F.coalesce("d", F.lit(0))).cast("long").alias("c"),
     ).select(*_STATE)
 
 
@@ -404,14 +411,7 @@ def _after_moves(mem: DataFrame, moves: DataFrame) -> DataFrame:
     The member rows and the moves meet in one aggregation per member (no join: with
     both partitioned by group, nothing is shuffled)."""
     keys = ["group_id", "member_id"]
-    side = F.explode(F.array(
-        F.struct(F.col("_a").alias("member_id"), F.lit(-1).alias("d")),
-        F.struct(F.col("_b").alias("member_id"), F.lit(1).alias("d")),
-    )).alias("_s")
-    per_topic = (
-        moves.select("group_id", "_ti", side).select("group_id", "_s.member_id", "_ti", "_s.d")
-        .groupBy(*keys, "_ti").agg(F.sum("d").alias("d"))
-    )
+    per_topic = _move_deltas(moves)
     cols = {"_mi": "int", "L": "long", "T": "long", "subs": "array<int>", "dmap": "map<int,bigint>"}
     rows = mem.select(*keys, *cols, F.lit(None).cast("int").alias("_ti"), F.lit(None).cast("long").alias("d")).unionByName(
         per_topic.select(*keys, *[F.lit(None).cast(t).alias(c) for c, t in cols.items()], "_ti", "d"))

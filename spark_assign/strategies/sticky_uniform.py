@@ -179,27 +179,25 @@ def assign_uniform(
     rack_aware="auto",
     member_order: str = "member_id",
     cooperative: bool = False,
-    racks: bool | None = None,
+    racks: bool,
 ) -> DataFrame:
     """The constrained sticky assignment of every group in ``members`` (all
     members of a group subscribe to the same topics; normalized members and
     partitions). With ``cooperative``, partitions another member still holds are
     left out (Kafka's ``partitionsTransferringOwnership``). ``racks``: whether
-    some member has a rack, when the caller knows (else one small job finds out).
+    some member has a rack (:func:`.sticky.sticky_assignment` reads it from the group kinds).
     Returns ``group_id, member_id, topic, partition``.
 
-    >>> assign_uniform(members, partitions, cooperative=True)  # doctest: +SKIP
+    >>> assign_uniform(members, partitions, cooperative=True, racks=False)  # doctest: +SKIP
     """
     if rack_aware not in (True, False, "auto", None):
         raise ValueError(f"rack_aware must be True, False or 'auto', got {rack_aware!r}")
     if rack_aware is None:
         rack_aware = "auto"
     gw = Window.partitionBy(_G)
-    # racks need a member with a rack (one small job on the members saves the rack
-    # steps over every partition when nobody has one)
-    if racks is None and rack_aware is not False:
-        racks = not members.where(F.col("rack").isNotNull() & (F.col("rack") != "")).isEmpty()
-    use_racks = rack_aware is not False and bool(racks)
+    # racks need a member with a rack (without one, the rack steps over every partition
+    # are skipped)
+    use_racks = rack_aware is not False and racks
     gparts = group_partitions(members, partitions)
     # on the slim member rows: member ranks, N, and P from the metadata's topic sizes
     sizes = group_topics(members).join(topic_sizes(partitions), "topic").groupBy(_G).agg(
