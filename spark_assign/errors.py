@@ -81,11 +81,12 @@ def describe_rows(rows: Iterable[dict], total: int | None = None) -> str:
 def raise_if_rows(problems, error: type, what: str) -> None:
     """Raise ``error`` naming the rows of the ``problems`` DataFrame, if it has any.
 
-    Runs one Spark job (two when more than :data:`MAX_LISTED` rows offend, to count them).
+    Runs one Spark job when nothing offends (a count: every partition at once, where
+    ``take`` scans them in growing rounds, a job each), one more to list the rows.
     """
-    rows = problems.take(MAX_LISTED + 1)
-    if not rows:
+    total = problems.count()
+    if not total:
         return
-    total = problems.count() if len(rows) > MAX_LISTED else len(rows)
+    rows = problems.take(MAX_LISTED)
     dicts = [r.asDict() for r in rows]
     raise error(f"{what}: {total} problem row(s):\n{describe_rows(dicts, total)}", dicts)

@@ -161,11 +161,11 @@ def validate_partitions(partitions: DataFrame) -> DataFrame:
     ).select(F.lit("null topic/partition or negative partition").alias("problem"),
              "topic", "partition", F.lit(None).cast("long").alias("count"))
     valid = partitions.where(F.col("topic").isNotNull() & (F.col("partition") >= 0))
-    # a topic repeats a partition when its distinct partitions (a bitmap per block of
-    # partition numbers: a tiny aggregation) are fewer than its rows; only such topics
-    # are grouped by partition to name the repeats
-    blocks = valid.groupBy("topic", F.expr("bitmap_bucket_number(partition)").alias("_block")).agg(
-        F.expr("bitmap_count(bitmap_construct_agg(bitmap_bit_position(partition)))").alias("_distinct"),
+    # a topic repeats a partition when its distinct partitions (a bit mask per block of
+    # partition numbers: a tiny hash aggregation) are fewer than its rows; only such
+    # topics are grouped by partition to name the repeats
+    blocks = valid.groupBy("topic", partition_block("partition").alias("_block")).agg(
+        F.bit_count(F.bit_or(partition_bit("partition"))).alias("_distinct"),
         F.count("*").alias("_rows"),
     )
     repeating = blocks.where(F.col("_distinct") < F.col("_rows")).select("topic")
@@ -182,6 +182,22 @@ def validate_partitions(partitions: DataFrame) -> DataFrame:
     )
     raise_if_rows(bad.unionByName(dupes), InvalidPartitionsError, "invalid partitions")
     return partitions
+
+
+#: partition numbers are counted in blocks of ``2**BLOCK_BITS``, one bit each in a long
+BLOCK_BITS = 6
+
+
+def partition_block(partition: Column | str) -> Column:
+    """The block of a partition number (:data:`BLOCK_BITS`)."""
+    return F.shiftright(partition, BLOCK_BITS)
+
+
+def partition_bit(partition: Column | str) -> Column:
+    """A partition number's bit in its block's mask (a long): ``bit_or`` over a
+    block's rows gives the set of its partition numbers, ``bit_count`` their number."""
+    p = F.col(partition) if isinstance(partition, str) else partition
+    return F.call_function("shiftleft", F.lit(1).cast("long"), p.bitwiseAND((1 << BLOCK_BITS) - 1))
 
 
 def subscriptions(members: DataFrame) -> DataFrame:

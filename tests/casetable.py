@@ -11,7 +11,7 @@ A case file::
           - {member_id: c0, topics: [t1]}
           - {member_id: c1, topics: [t1], group_instance_id: i1, rack: r1,
              owned: [t1-0, t1-2], generation: 3, assignors: [range]}
-        partitions:                 # topic -> count, or topic -> {count, racks} / {count, rack_cycle}
+        partitions:                 # topic -> count, or topic -> {count, racks} / {count, rack_cycle} / {numbers: [..]}
           t1: 3
           t2: {count: 2, racks: [[r0, r1], [r1]]}
           t3: {count: 4, rack_cycle: {racks: [r0, r1, r2], replicas: 2}}
@@ -140,6 +140,9 @@ def partition_rows(cases: Iterable[Case]) -> list[tuple]:
     rows = []
     for c in cases:
         for topic, spec in c.partitions.items():
+            if isinstance(spec, dict) and "numbers" in spec:  # partition numbers as listed
+                rows += [(c.name + SEP + topic, p, None) for p in spec["numbers"]]
+                continue
             count = spec if isinstance(spec, int) else spec["count"]
             for p, racks in enumerate(_racks(spec, count)):
                 rows.append((c.name + SEP + topic, p, racks))

@@ -8,6 +8,7 @@ import random
 from collections import defaultdict
 
 import pytest
+from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
 from casetable import (
@@ -18,9 +19,10 @@ from casetable import (
     run_cases,
 )
 from spark_assign import assign, check_assignment
+from spark_assign.inputs import normalize_members, normalize_partitions
 from spark_assign.properties import balance_violations, validity_violations
 from spark_assign.strategies.sticky import split_uniform
-from spark_assign.strategies.sticky_uniform import java_string_hash
+from spark_assign.strategies.sticky_uniform import _route, assign_uniform, group_topic_sizes, java_string_hash
 
 
 MEMBER_SCHEMA = (
@@ -203,6 +205,46 @@ def test_random_groups_match_oracle(spark):
         balance_violations(actual, members, partitions, "count")
     )
     assert problems.count() == 0
+
+
+def _assert_routes_agree(members, partitions):
+    """The uniform path's block route (clean groups) and its per-partition route give
+    the same assignment, eager and cooperative."""
+    m, p = normalize_members(members), normalize_partitions(partitions)
+    for cooperative in (False, True):
+        routed = assign_uniform(m, p, cooperative=cooperative, racks=False)
+        per_partition = assign_uniform(m, p, cooperative=cooperative, racks=False, per_partition=True)
+        assert_df_equality(routed, per_partition, ignore_row_order=True, ignore_nullable=True)
+
+
+def test_claim_routes(spark):
+    """Which groups the uniform path reads by blocks (clean claims) and which it
+    resolves partition by partition; both routes give the same assignment, and the
+    exact lists hold."""
+    cases = load_cases("sticky/claim_routes.yaml")
+    members, partitions = inputs(spark, cases)
+    m, p = normalize_members(members), normalize_partitions(partitions)
+    clean, _, rest = _route(m, group_topic_sizes(m, p))
+    got = {r["group_id"]: "clean" for r in clean.select("group_id").distinct().collect()}
+    got.update({r["group_id"]: "per_partition" for r in rest.select("group_id").distinct().collect()})
+    assert got == {c.group_id: c.raw["route"] for c in cases}
+    _assert_routes_agree(members, partitions)
+    with_expected = [c for c in cases if c.expected]
+    actual = run_cases(spark, with_expected).cache()
+    assert_assignment_equal(actual, expected(spark, with_expected))
+    check_assignment(run_cases(spark, cases), members, partitions, balance="count")
+
+
+def test_random_groups_routes_agree(spark):
+    """200 random uniform groups, clean and not (double, stale and deleted claims):
+    the block route and the per-partition route agree, eager and cooperative."""
+    member_rows, part_rows, _ = random_groups(seed=11, count=200)
+    members = spark.createDataFrame(member_rows, MEMBER_SCHEMA)
+    partitions = spark.createDataFrame(part_rows, "topic string, partition int")
+    m, p = normalize_members(members), normalize_partitions(partitions)
+    clean, _, rest = _route(m, group_topic_sizes(m, p))
+    assert clean.select("group_id").distinct().count() >= 20 and rest.select("group_id").distinct().count() >= 20
+    _assert_routes_agree(members, partitions)
 
 
 def test_split_uniform(spark):

@@ -49,10 +49,12 @@ window is partitioned by group (or finer) and fully ordered.
 
 from __future__ import annotations
 
+import functools
+
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from ..inputs import OWNED_TYPE, topic_sizes
+from ..inputs import BLOCK_BITS, OWNED_TYPE, partition_bit, partition_block
 from ..lineage import materialize, shuffle_partitions
 from ..ordering import java_order
 from ..owned import claim_aggregates, claim_outcome, free_to_take, member_ranks
@@ -112,11 +114,22 @@ def group_topics(members: DataFrame) -> DataFrame:
         _G, F.explode("_topics").alias("topic"))
 
 
-def group_partitions(members: DataFrame, partitions: DataFrame) -> DataFrame:
-    """Every partition of the group's (common) subscription:
-    ``group_id, topic, partition, racks``. Topics missing from the metadata are skipped."""
+def group_topic_sizes(members: DataFrame, partitions: DataFrame) -> DataFrame:
+    """The topics of each group's subscription that the metadata has, with their sizes:
+    ``group_id, topic, num_partitions, _contiguous`` (the topic's partitions are
+    ``0 .. num_partitions - 1``, as Kafka numbers them; validated partitions are
+    distinct and non-negative, so the largest being ``num_partitions - 1`` says so)."""
+    sizes = partitions.groupBy("topic").agg(
+        F.count("*").cast("int").alias("num_partitions"), F.max("partition").alias("_last"))
+    return group_topics(members).join(sizes, "topic").select(
+        _G, "topic", "num_partitions", (F.col("_last") == F.col("num_partitions") - 1).alias("_contiguous"))
+
+
+def group_partitions(topics: DataFrame, partitions: DataFrame) -> DataFrame:
+    """Every partition of the groups' topics (``group_id, topic`` rows):
+    ``group_id, topic, partition, racks``."""
     # (group, topic) pairs are few next to the partitions: broadcast them
-    return F.broadcast(group_topics(members)).join(partitions.select("topic", "partition", "racks"), "topic").select(
+    return F.broadcast(topics.select(_G, "topic")).join(partitions.select("topic", "partition", "racks"), "topic").select(
         _G, "topic", "partition", F.array_distinct(F.filter("racks", lambda r: r.isNotNull())).alias("racks")
     )
 
@@ -180,12 +193,15 @@ def assign_uniform(
     member_order: str = "member_id",
     cooperative: bool = False,
     racks: bool,
+    per_partition: bool = False,
 ) -> DataFrame:
     """The constrained sticky assignment of every group in ``members`` (all
     members of a group subscribe to the same topics; normalized members and
     partitions). With ``cooperative``, partitions another member still holds are
     left out (Kafka's ``partitionsTransferringOwnership``). ``racks``: whether
     some member has a rack (:func:`.sticky.sticky_assignment` reads it from the group kinds).
+    ``per_partition`` resolves every group's claims partition by partition, even
+    clean ones (the tests compare both routes).
     Returns ``group_id, member_id, topic, partition``.
 
     >>> assign_uniform(members, partitions, cooperative=True, racks=False)  # doctest: +SKIP
@@ -194,20 +210,22 @@ def assign_uniform(
         raise ValueError(f"rack_aware must be True, False or 'auto', got {rack_aware!r}")
     if rack_aware is None:
         rack_aware = "auto"
+    if member_order not in MEMBER_ORDERS:
+        raise ValueError(f"unknown member_order {member_order!r}: expected one of {MEMBER_ORDERS}")
     gw = Window.partitionBy(_G)
     # racks need a member with a rack (without one, the rack steps over every partition
     # are skipped)
     use_racks = rack_aware is not False and racks
-    gparts = group_partitions(members, partitions)
-    # on the slim member rows: member ranks, N, and P from the metadata's topic sizes
-    sizes = group_topics(members).join(topic_sizes(partitions), "topic").groupBy(_G).agg(
-        F.sum("num_partitions").alias("P"))
+    layout = materialize(group_topic_sizes(members, partitions))
+    # on the slim member rows: member ranks, N, and P from the topic sizes
+    sizes = layout.groupBy(_G).agg(F.sum("num_partitions").alias("P"))
     ranks = member_ranks(members.select(_G, "member_id")).join(sizes, _G, "left").select(
         _G, "member_id", "m_rank", F.count("*").over(gw).alias("N"),
         F.coalesce("P", F.lit(0)).cast("long").alias("P"))
     mem0 = members.join(F.broadcast(ranks), [_G, "member_id"])
+    gparts = None
     if use_racks:
-        gparts = materialize(gparts)
+        gparts = materialize(group_partitions(layout, partitions))
         mem0 = mem0.join(rack_aware_groups(members, gparts, rack_aware), _G, "left")
         mrack = F.when(F.coalesce("use_racks", F.lit(False)) & (F.col("rack") != ""), F.col("rack"))
     else:
@@ -220,7 +238,108 @@ def assign_uniform(
         _G, "member_id", "m_rank", "N", "P", "generation", "owned", ranked.alias("_ranked"),
         n_listed.alias("_listed"), mrack.alias("mrack")))
 
-    # -- 1. one row per partition: metadata and claims in one hash aggregation ------------
+    # -- 1. owned partitions: clean groups by blocks, the others partition by partition ---
+    clean, blocks, rest = (None, None, mem0) if use_racks or per_partition else _route(mem0, layout)
+    rows, kept, unassigned = [], [], []
+    if rest is not None:
+        if gparts is None:
+            gparts = group_partitions(layout.join(rest.select(_G).distinct(), _G, "left_semi"), partitions)
+        rows.append(_resolve_claims(rest, gparts, use_racks))
+    if clean is not None:
+        rows.append((clean.select(_G, "member_id", "m_rank", "mrack", "N", "P", F.array().cast("array<int>").alias(
+            "_dropped"), F.col("_listed").cast("long").alias("n_own")), None))
+
+    # -- 2. quotas, as window functions over the members ----------------------------------
+    mem = _quotas(_union(*(m for m, _ in rows)), member_order)
+    for _, pm in rows:
+        if pm is not None:
+            k, u = _split_resolved(pm, mem, use_racks)
+            kept.append(k)
+            unassigned.append(u)
+    if clean is not None:
+        k, u = _split_clean(clean, mem, blocks)
+        kept.append(k)
+        unassigned.append(u)
+    filled = _deal(mem, _union(*unassigned), use_racks)
+    if cooperative:
+        # a partition another member still holds changes owner next round
+        filled = filled.where(free_to_take(F.col("holder"), F.col("contested"), F.col("m_rank")))
+    return filled.select(_G, "member_id", "topic", "partition").unionByName(_union(*kept))
+
+
+def _union(*dfs: DataFrame) -> DataFrame:
+    return functools.reduce(DataFrame.unionByName, dfs)
+
+
+def _route(mem0: DataFrame, layout: DataFrame) -> tuple[DataFrame | None, DataFrame | None, DataFrame | None]:
+    """Split the groups into clean ones (every claim is on a partition of the group's
+    subscription, no partition claimed twice: every claim is honoured, whatever its
+    generation) and the others. A clean group needs no per-partition aggregation: the
+    claims are counted per block of ``2**BLOCK_BITS`` partition numbers (a count and a bit
+    mask: a few thousand rows per million claims), and the unclaimed partitions are the
+    blocks' missing bits. Returns ``(clean members, clean groups' blocks, other members)``,
+    ``None`` for an empty side (one small job decides)."""
+    # a count and a bit mask per block of claimed partition numbers (a hash aggregation to
+    # a few rows per thousand claims), joined with the blocks of the subscribed topics
+    claimed = mem0.select(_G, F.inline("owned")).groupBy(_G, "topic", partition_block("partition").alias("_block")).agg(
+        F.count("*").alias("_n"), F.bit_or(partition_bit("partition")).alias("_mask"))
+    span = layout.where(F.col("num_partitions") > 0).select(
+        _G, "topic", "num_partitions", "_contiguous",
+        F.explode(F.sequence(F.lit(0), partition_block(F.col("num_partitions") - 1))).alias("_block"))
+    blocks = span.join(claimed, [_G, "topic", "_block"], "full").select(
+        _G, "topic", "_block", "num_partitions", "_contiguous", F.coalesce("_n", F.lit(0)).alias("_n"),
+        F.coalesce("_mask", F.lit(0).cast("long")).alias("_mask"))
+    width = _block_width()
+    # a claim outside the subscription (no block row) or past the topic's end, a partition
+    # claimed twice (fewer bits than claims), or a topic not numbered 0..n-1: not clean
+    past_end = (width < (1 << BLOCK_BITS)) & (F.call_function("shiftright", F.col("_mask"), width) != 0)
+    bad = (F.col("num_partitions").isNull() | ~F.col("_contiguous") | past_end
+           | (F.col("_n") != F.bit_count("_mask")))
+    blocks = materialize(blocks.select(_G, "topic", "_block", "num_partitions", "_mask", bad.alias("_bad")))
+    dirty = blocks.where("_bad").select(_G).distinct()
+    if dirty.isEmpty():
+        return mem0, blocks, None
+    dirty = F.broadcast(materialize(dirty))
+    clean = mem0.join(dirty, _G, "left_anti")
+    return clean, blocks.join(dirty, _G, "left_anti"), mem0.join(dirty, _G, "left_semi")
+
+
+def _block_width() -> Column:
+    """How many partition numbers of a topic's block exist (all but in the last block)."""
+    block = 1 << BLOCK_BITS
+    return F.least(F.lit(block), F.col("num_partitions") - F.col("_block") * block)
+
+
+def _split_clean(clean: DataFrame, mem: DataFrame, blocks: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """Kept and unassigned partitions of the clean groups: a member keeps the first
+    ``kept`` partitions of its owned list (ranked by ``(partition, topic)`` where it
+    is cut); the rest of the list and the blocks' missing partitions are unassigned."""
+    rows = clean.join(F.broadcast(mem.select(_G, "m_rank", "kept")), [_G, "m_rank"])
+    tp = [_G, "member_id", "_tp.topic", "_tp.partition"]
+    whole = rows.where(F.col("_ranked").isNull()).select(_G, "member_id", F.explode("owned").alias("_tp")).select(*tp)
+    cut = rows.where(F.col("_ranked").isNotNull())
+    n = F.col("kept").cast("int")
+    kept = whole.unionByName(
+        cut.select(_G, "member_id", F.explode(F.slice("_ranked", F.lit(1), n)).alias("_tp")).select(*tp))
+    revoked = cut.select(_G, F.col("m_rank").alias("holder"), F.explode(
+        F.slice("_ranked", n + 1, F.col("_listed") - n)).alias("_tp"))
+    block = 1 << BLOCK_BITS
+    width = _block_width()
+    missing = F.when(F.col("_mask") == 0, F.sequence(F.lit(0), width - 1)).otherwise(
+        F.filter(F.sequence(F.lit(0), width - 1), lambda i: F.bit_get("_mask", i) == 0))
+    gaps = blocks.where(F.bit_count("_mask") < width).select(
+        _G, "topic", "_block", F.explode(missing).alias("_bit")).select(
+        _G, "topic", (F.col("_block") * block + F.col("_bit")).alias("partition"), F.lit(None).cast("int").alias("holder"))
+    unassigned = revoked.select(_G, "_tp.topic", "_tp.partition", "holder").unionByName(gaps)
+    return kept, unassigned.withColumn("contested", F.lit(False))
+
+
+def _resolve_claims(mem0: DataFrame, gparts: DataFrame, use_racks: bool) -> tuple[DataFrame, DataFrame]:
+    """The per-partition route: one hash aggregation per partition over the union of
+    the group's partitions and the members' claims resolves Kafka's rule
+    (:mod:`spark_assign.owned`) and finds the unclaimed partitions at once. Returns the
+    member rows (``n_own`` usable claims, ``_dropped``: positions of the unused ones)
+    and one row per partition (holder, usable, the claim's position)."""
     # a claim's position: its rank among the member's claims (ranked lists), else its index
     def claims_of(rows: DataFrame, col: str) -> DataFrame:
         return rows.select(_G, "m_rank", "generation", F.posexplode(col).alias("pos", "_tp")).select(
@@ -250,8 +369,8 @@ def assign_uniform(
         usable = usable & (F.col("_hrack").isNull() | F.coalesce(F.array_contains("racks", F.col("_hrack")), F.lit(False)))
     parts = materialize(parts.withColumn("_usable", F.coalesce(usable, F.lit(False))))
 
-    # -- 2. each member's unused claims: their positions shift its ranks -----------------
-    # (none in a steady group: then no join at all)
+    # each member's unused claims: their positions shift its ranks (none in a steady
+    # group: then no join at all)
     dropped = F.array().cast("array<int>")
     rare = parts.where(F.col("_n_claims") > F.when(F.col("_usable"), 1).otherwise(0)).select(
         _G, "topic", "partition", F.col("holder").alias("_h"), F.col("_pos").alias("_hpos"), "_usable")
@@ -267,8 +386,15 @@ def assign_uniform(
         _G, "member_id", "m_rank", "mrack", "N", "P", dropped.alias("_dropped"),
         (F.col("_listed") - F.size(dropped)).cast("long").alias("n_own"),
     )
+    return mem, parts.where(F.col("_np") > 0)
 
-    # -- 3. quotas, as window functions over the members ----------------------------------
+
+def _quotas(mem: DataFrame, member_order: str) -> DataFrame:
+    """Member rows with their quotas (``C_f``, ``C_c``, ``C_r``), how many owned
+    partitions each keeps (``kept``), how many it still takes (``deficit``, and
+    ``e_rank`` < ``X`` for one more up to ``C_c``), and ``_t``: the claim position its
+    kept claims stay below. Materialized (one row per member)."""
+    gw = Window.partitionBy(_G)
     C_f, C_c, C_r = F.col("C_f"), F.col("C_c"), F.col("C_r")
     mem = mem.select(
         "*",
@@ -297,18 +423,28 @@ def assign_uniform(
     # a member keeps its first `kept` usable claims: in claim positions, those before `_t`
     # (every unused claim before the bound pushes it one further)
     bound = F.aggregate("_dropped", F.col("kept"), lambda t, d: F.when(d < t, t + 1).otherwise(t))
-    mem = materialize(mem.select(
+    return materialize(mem.select(
         "*", deficit.alias("deficit"), X.alias("X"), e_phase.alias("e_phase"), e_rank.alias("e_rank"),
         bound.alias("_t"),
     ))
-    extra = F.when(F.col("e_phase").isNotNull() & (F.col("e_rank") < F.col("X")), 1).otherwise(0)
 
+
+def _split_resolved(pm: DataFrame, mem: DataFrame, use_racks: bool) -> tuple[DataFrame, DataFrame]:
+    """Kept and unassigned partitions of the per-partition route."""
     owners = mem.select(_G, F.col("m_rank").alias("holder"), F.col("member_id").alias("_owner"), "_t")
-    pm = parts.where(F.col("_np") > 0).join(F.broadcast(owners), [_G, "holder"], "left")
+    pm = pm.join(F.broadcast(owners), [_G, "holder"], "left")
     is_kept = F.col("_usable") & (F.col("_pos") < F.col("_t"))
     kept = pm.where(is_kept).select(_G, F.col("_owner").alias("member_id"), "topic", "partition")
+    unassigned = pm.where(~is_kept).select(_G, "topic", "partition", "holder", "contested",
+                                           *(["racks"] if use_racks else []))
+    return kept, unassigned
 
-    # -- 4. slots: one per partition a member still takes ---------------------------------
+
+def _deal(mem: DataFrame, unassigned: DataFrame, use_racks: bool) -> DataFrame:
+    """The unassigned partitions, in Kafka's order, dealt to the members' slots:
+    ``group_id, member_id, m_rank, topic, partition, holder, contested``."""
+    gw = Window.partitionBy(_G)
+    extra = F.when(F.col("e_phase").isNotNull() & (F.col("e_rank") < F.col("X")), 1).otherwise(0)
     # slot s < deficit is the member's turn in round s of the deal; slot s == deficit
     # is its extra partition (up to C_c), dealt after every round
     n_slots = F.col("deficit") + extra
@@ -322,22 +458,13 @@ def assign_uniform(
         (F.row_number().over(gw.orderBy(
             is_extra, F.when(is_extra, F.col("e_rank")).otherwise(F.col("s")), "m_rank")) - 1).alias("pos"),
     )
-
-    # -- 5. unassigned partitions in Kafka's order, dealt to the slots ---------------------
-    unassigned = pm.where(~is_kept).select(_G, "topic", "partition", "holder", "contested",
-                                           *(["racks"] if use_racks else []))
     base_order = [java_order("topic"), F.col("partition")]
     if not use_racks or mem.where(F.col("mrack").isNotNull()).isEmpty():
         unassigned = unassigned.select("*", (F.row_number().over(gw.orderBy(*base_order)) - 1).alias("pos"))
-        filled = slots.join(unassigned, [_G, "pos"])
-    else:
-        filled = _rack_fill(mem, slots, unassigned, base_order).join(
-            unassigned.select(_G, "topic", "partition", "holder", "contested"), [_G, "topic", "partition"]
-        ).join(F.broadcast(mem.select(_G, "member_id", "m_rank")), [_G, "member_id"])
-    if cooperative:
-        # a partition another member still holds changes owner next round
-        filled = filled.where(free_to_take(F.col("holder"), F.col("contested"), F.col("m_rank")))
-    return filled.select(_G, "member_id", "topic", "partition").unionByName(kept)
+        return slots.join(unassigned, [_G, "pos"])
+    return _rack_fill(mem, slots, unassigned, base_order).join(
+        unassigned.select(_G, "topic", "partition", "holder", "contested"), [_G, "topic", "partition"]
+    ).join(F.broadcast(mem.select(_G, "member_id", "m_rank")), [_G, "member_id"])
 
 
 def _rack_fill(mem: DataFrame, slots: DataFrame, unassigned: DataFrame, base_order) -> DataFrame:
