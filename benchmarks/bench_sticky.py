@@ -11,10 +11,13 @@ Cases (the issue's sizes; ``--tiny`` shrinks every case for an end-to-end check)
   plus one joiner each (target: under 60 s).
 
 Per case: spark-assign's ``assign(members, partitions, strategy)`` end to end
-(input validation included, timed to a noop write); kafka-python's
+(input validation included, timed to a noop write; best of ``--repeat`` runs after
+``--warmups`` untimed runs on the same input, the first of them reported as the
+first run); kafka-python's
 StickyPartitionAssignor / CooperativeStickyAssignor on the same input (subprocess,
 time cap); and the baseline Spark job that reads the owned rows, sorts them by
-member and partition and writes them to parquet. Inputs are generated with
+member and partition and writes them to parquet (timed as spark-assign: best of
+``--repeat`` after ``--warmups``). Inputs are generated with
 ``spark.range`` (benchmarks/common.py) and checkpointed before timing.
 
     python benchmarks/bench_sticky.py                    # full sizes (the lead runs this)
@@ -78,7 +81,9 @@ def main() -> None:
     ap.add_argument("--peer-timeout", type=float, default=300.0)
     ap.add_argument("--peer-max-partitions", type=int, default=200_000,
                     help="skip the peer above this many partitions per call (its input is collected)")
-    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=3, help="timed runs (best reported)")
+    ap.add_argument("--warmups", type=int, default=2,
+                    help="untimed runs first on the same input (JIT warm-up), for spark-assign and the baseline")
     ap.add_argument("--rack-aware", default="auto", choices=["auto", "true", "false"],
                     help="the strategy option (the inputs have no racks; 'false' skips the rack steps)")
     ap.add_argument("--area", default="sticky")
@@ -104,7 +109,8 @@ def main() -> None:
                                    partitions_per_topic=ppt, owned=owned, joiners=joiners)
             members = normalize_members(m).localCheckpoint()
             partitions = normalize_partitions(p).localCheckpoint()
-            baseline = time_baseline_sort(spark, members, f"{tmp}/{name}") if owned else None
+            baseline = (time_baseline_sort(spark, members, f"{tmp}/{name}", repeat=args.repeat, warmups=args.warmups)
+                        if owned else None)
             data = None
             if not args.no_peer and groups * topics * ppt <= args.peer_max_partitions:
                 data = to_python(members, partitions)
@@ -113,8 +119,11 @@ def main() -> None:
                     return assign(members, partitions, strategy, rack_aware=rack_aware)
 
                 t0 = time.perf_counter()
+                first = time_spark(build, repeat=1).seconds  # the first run on this input
+                for _ in range(args.warmups - 1):
+                    build().write.format("noop").mode("overwrite").save()
                 ours = time_spark(build, repeat=args.repeat)
-                print(f"{name} {strategy}: {ours.seconds:.2f} s, {ours.rows} rows "
+                print(f"{name} {strategy}: {ours.seconds:.2f} s (first run {first:.2f} s), {ours.rows} rows "
                       f"(wall {time.perf_counter() - t0:.1f} s)", flush=True)
                 if args.verify:
                     a = build().localCheckpoint()
@@ -134,7 +143,7 @@ def main() -> None:
                     peer_cell = fmt_s(peer) if peer else f"> {args.peer_timeout:.0f} s (cut off)"
                     print(f"  kafka-python {strategy}: {peer_cell}", flush=True)
                 rows.append([
-                    describe(spec), strategy, fmt_s(ours),
+                    describe(spec), strategy, fmt_s(ours), fmt_s(first),
                     peer_cell,
                     "n/a" if data is None else ratio(peer, ours, None if peer else args.peer_timeout),
                     fmt_s(baseline) if baseline is not None else "n/a",
@@ -143,17 +152,20 @@ def main() -> None:
     write_results(
         args.area + ("_tiny" if args.tiny else ""),
         "Sticky and cooperative-sticky, uniform subscriptions",
-        ["input", "strategy", "spark-assign (end to end)", "kafka-python", "speed-up vs kafka-python",
+        ["input", "strategy", "spark-assign (end to end)", "spark-assign, first run", "kafka-python",
+         "speed-up vs kafka-python",
          "baseline sort job", "spark-assign / baseline"],
         rows,
         notes=(
             "spark-assign: `assign(members, partitions, strategy)` with input validation, timed to a "
-            f"noop write, best of {args.repeat} run(s) after one untimed warm-up run of each strategy on a "
-            f"tiny input, rack_aware={args.rack_aware}. kafka-python: `StickyPartitionAssignor` / "
+            f"noop write, best of {args.repeat} runs after {max(args.warmups, 1)} untimed runs on the same input "
+            "(one untimed run of each strategy on a tiny input before all cases); the first run on each input "
+            "has its own column (successive runs in one JVM get faster: JIT). Nothing is cached between runs. "
+            f"rack_aware={args.rack_aware}. kafka-python: `StickyPartitionAssignor` / "
             "`CooperativeStickyAssignor` `.assign` in a subprocess, only the assign calls timed "
             "(skipped above --peer-max-partitions, since its input is collected to the driver). "
             "Baseline: read the owned rows from parquet, sort by group, member, topic, partition, "
-            "write parquet."
+            f"write parquet; best of {args.repeat} runs after {args.warmups} untimed ones, like spark-assign."
         ),
     )
 

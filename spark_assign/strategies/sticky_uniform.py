@@ -217,49 +217,59 @@ def assign_uniform(
     # are skipped)
     use_racks = rack_aware is not False and racks
     layout = materialize(group_topic_sizes(members, partitions))
-    # on the slim member rows: member ranks, N, and P from the topic sizes
+    # on the slim member rows: member ranks, N, P from the topic sizes, and the quotas as
+    # if every claim were usable (so they are in a clean group: see _route)
     sizes = layout.groupBy(_G).agg(F.sum("num_partitions").alias("P"))
-    ranks = member_ranks(members.select(_G, "member_id")).join(sizes, _G, "left").select(
-        _G, "member_id", "m_rank", F.count("*").over(gw).alias("N"),
+    n_listed = F.size(F.coalesce("owned", F.array().cast(OWNED_TYPE)))
+    slim = member_ranks(members.select(_G, "member_id", "rack", n_listed.alias("n_own"))).join(
+        sizes, _G, "left").select(
+        _G, "member_id", "rack", "m_rank", "n_own", F.count("*").over(gw).alias("N"),
         F.coalesce("P", F.lit(0)).cast("long").alias("P"))
-    mem0 = members.join(F.broadcast(ranks), [_G, "member_id"])
     gparts = None
     if use_racks:
         gparts = materialize(group_partitions(layout, partitions))
-        mem0 = mem0.join(rack_aware_groups(members, gparts, rack_aware), _G, "left")
+        slim = slim.join(rack_aware_groups(members, gparts, rack_aware), _G, "left")
         mrack = F.when(F.coalesce("use_racks", F.lit(False)) & (F.col("rack") != ""), F.col("rack"))
     else:
         mrack = F.lit(None).cast("string")
-    # only a member claiming more than C_f partitions can lose some to the quota: only its
-    # list is ranked (sorted where it is); other members keep every claim they may use
-    n_listed = F.size(F.coalesce("owned", F.array().cast(OWNED_TYPE)))
-    ranked = F.when(n_listed > min_quota(F.col("P"), F.col("N")), _sorted_owned())
-    mem0 = materialize(mem0.select(
-        _G, "member_id", "m_rank", "N", "P", "generation", "owned", ranked.alias("_ranked"),
-        n_listed.alias("_listed"), mrack.alias("mrack")))
+    ranks = _quotas(slim.select(_G, "member_id", "m_rank", mrack.alias("mrack"), "N", "P", F.array().cast(
+        "array<int>").alias("_dropped"), F.col("n_own").cast("long").alias("n_own")), member_order)
+    # the owned lists stay in the input rows: only a member claiming more than C_f
+    # partitions can lose some to the quota, so only its list is ranked (sorted where it
+    # is); the others keep every claim they may use
+    ranked = F.when(F.col("_listed") > F.col("C_f"), _sorted_owned())
+    mem0 = members.join(F.broadcast(ranks.select(
+        _G, "member_id", "m_rank", "N", "P", "mrack", F.col("n_own").alias("_listed"), "C_f", "kept")),
+        [_G, "member_id"]).select(
+        _G, "member_id", "m_rank", "N", "P", "generation", "owned", ranked.alias("_ranked"), "_listed", "mrack", "kept")
 
     # -- 1. owned partitions: clean groups by blocks, the others partition by partition ---
-    clean, blocks, rest = (None, None, mem0) if use_racks or per_partition else _route(mem0, layout)
-    rows, kept, unassigned = [], [], []
+    clean, blocks, dirty, rest = None, None, None, mem0
+    if not (use_racks or per_partition):
+        blocks, dirty = _route(mem0, layout)
+        if dirty is None:
+            clean, rest = mem0, None
+        else:
+            clean, rest = mem0.join(dirty, _G, "left_anti"), mem0.join(dirty, _G, "left_semi")
+            blocks = blocks.join(dirty, _G, "left_anti")
+    mems, kept, unassigned = [], [], []
     if rest is not None:
         if gparts is None:
             gparts = group_partitions(layout.join(rest.select(_G).distinct(), _G, "left_semi"), partitions)
-        rows.append(_resolve_claims(rest, gparts, use_racks))
-    if clean is not None:
-        rows.append((clean.select(_G, "member_id", "m_rank", "mrack", "N", "P", F.array().cast("array<int>").alias(
-            "_dropped"), F.col("_listed").cast("long").alias("n_own")), None))
-
-    # -- 2. quotas, as window functions over the members ----------------------------------
-    mem = _quotas(_union(*(m for m, _ in rows)), member_order)
-    for _, pm in rows:
-        if pm is not None:
-            k, u = _split_resolved(pm, mem, use_racks)
-            kept.append(k)
-            unassigned.append(u)
-    if clean is not None:
-        k, u = _split_clean(clean, mem, blocks)
+        rest_rows, pm = _resolve_claims(rest, gparts, use_racks)
+        mem_rest = _quotas(rest_rows, member_order)
+        k, u = _split_resolved(pm, mem_rest, use_racks)
+        mems.append(mem_rest)
         kept.append(k)
         unassigned.append(u)
+    if clean is not None:
+        mems.append(ranks if dirty is None else ranks.join(dirty, _G, "left_anti"))
+        k, u = _split_clean(clean, blocks)
+        kept.append(k)
+        unassigned.append(u)
+
+    # -- 2. the unassigned partitions dealt to the members below their quotas -------------
+    mem = _union(*mems)
     filled = _deal(mem, _union(*unassigned), use_racks)
     if cooperative:
         # a partition another member still holds changes owner next round
@@ -271,14 +281,14 @@ def _union(*dfs: DataFrame) -> DataFrame:
     return functools.reduce(DataFrame.unionByName, dfs)
 
 
-def _route(mem0: DataFrame, layout: DataFrame) -> tuple[DataFrame | None, DataFrame | None, DataFrame | None]:
-    """Split the groups into clean ones (every claim is on a partition of the group's
-    subscription, no partition claimed twice: every claim is honoured, whatever its
-    generation) and the others. A clean group needs no per-partition aggregation: the
-    claims are counted per block of ``2**BLOCK_BITS`` partition numbers (a count and a bit
-    mask: a few thousand rows per million claims), and the unclaimed partitions are the
-    blocks' missing bits. Returns ``(clean members, clean groups' blocks, other members)``,
-    ``None`` for an empty side (one small job decides)."""
+def _route(mem0: DataFrame, layout: DataFrame) -> tuple[DataFrame, DataFrame | None]:
+    """Find the groups that are not clean. A clean group (every claim is on a partition
+    of the group's subscription, no partition claimed twice: every claim is honoured,
+    whatever its generation) needs no per-partition aggregation: its claims are counted
+    per block of ``2**BLOCK_BITS`` partition numbers (a count and a bit mask: a few rows
+    per thousand claims), and its unclaimed partitions are the blocks' missing bits.
+    Returns ``(blocks, the groups that are not clean)`` (``None`` when every group is
+    clean: one small job decides), blocks materialized, the groups broadcast."""
     # a count and a bit mask per block of claimed partition numbers (a hash aggregation to
     # a few rows per thousand claims), joined with the blocks of the subscribed topics
     claimed = mem0.select(_G, F.inline("owned")).groupBy(_G, "topic", partition_block("partition").alias("_block")).agg(
@@ -298,10 +308,8 @@ def _route(mem0: DataFrame, layout: DataFrame) -> tuple[DataFrame | None, DataFr
     blocks = materialize(blocks.select(_G, "topic", "_block", "num_partitions", "_mask", bad.alias("_bad")))
     dirty = blocks.where("_bad").select(_G).distinct()
     if dirty.isEmpty():
-        return mem0, blocks, None
-    dirty = F.broadcast(materialize(dirty))
-    clean = mem0.join(dirty, _G, "left_anti")
-    return clean, blocks.join(dirty, _G, "left_anti"), mem0.join(dirty, _G, "left_semi")
+        return blocks, None
+    return blocks, F.broadcast(materialize(dirty))
 
 
 def _block_width() -> Column:
@@ -310,14 +318,16 @@ def _block_width() -> Column:
     return F.least(F.lit(block), F.col("num_partitions") - F.col("_block") * block)
 
 
-def _split_clean(clean: DataFrame, mem: DataFrame, blocks: DataFrame) -> tuple[DataFrame, DataFrame]:
+def _split_clean(rows: DataFrame, blocks: DataFrame) -> tuple[DataFrame, DataFrame]:
     """Kept and unassigned partitions of the clean groups: a member keeps the first
     ``kept`` partitions of its owned list (ranked by ``(partition, topic)`` where it
     is cut); the rest of the list and the blocks' missing partitions are unassigned."""
-    rows = clean.join(F.broadcast(mem.select(_G, "m_rank", "kept")), [_G, "m_rank"])
     tp = [_G, "member_id", "_tp.topic", "_tp.partition"]
-    whole = rows.where(F.col("_ranked").isNull()).select(_G, "member_id", F.explode("owned").alias("_tp")).select(*tp)
-    cut = rows.where(F.col("_ranked").isNotNull())
+    # a member that keeps its whole list needs no ranking; the lists that are cut are
+    # ranked once (they give both the kept and the revoked partitions)
+    is_cut = F.col("kept") < F.col("_listed")
+    whole = rows.where(~is_cut).select(_G, "member_id", F.explode("owned").alias("_tp")).select(*tp)
+    cut = materialize(rows.where(is_cut).select(_G, "member_id", "m_rank", "kept", "_listed", "_ranked"))
     n = F.col("kept").cast("int")
     kept = whole.unionByName(
         cut.select(_G, "member_id", F.explode(F.slice("_ranked", F.lit(1), n)).alias("_tp")).select(*tp))
