@@ -18,11 +18,11 @@ the peer's time covers its `assign` calls only, not building its input objects.
 
 | target (issue) | measured | met |
 |---|---|---|
-| sticky 2,100 x 2,100, fresh and owned + 1 joiner: faster than kafka-python (#3) | 2.3-3.6 s vs 6.4-7.5 s (2.1-2.8x) | yes |
-| sticky 2,100 x 21,000, owned + 1 joiner: >= 10x kafka-python (#3) | 2.5 s / 2.8 s vs 79 s / 80 s (28-32x) | yes |
-| 1,000,000 partitions x 2,000 members, owned + 1 joiner: < 15 s and <= 3x the baseline sort (#3) | sticky 6.5 s (3.53x), cooperative 6.7 s (3.59x) against a 1.85 s baseline; earlier runs 6.1-7.7 s against baselines of 1.72-2.44 s (2.8-3.8x) | < 15 s yes; <= 3x no |
+| sticky 2,100 x 2,100, fresh and owned + 1 joiner: faster than kafka-python (#3) | 2.1-2.7 s vs 6.5-7.1 s (2.6-3.1x) | yes |
+| sticky 2,100 x 21,000, owned + 1 joiner: >= 10x kafka-python (#3) | 2.1 s / 2.4 s vs 80 s / 79 s (33-38x) | yes |
+| 1,000,000 partitions x 2,000 members, owned + 1 joiner: < 15 s and <= 3x the baseline sort (#3) | sticky 3.42 s (3.19x), cooperative 3.50 s (3.26x) against a 1.07 s baseline, both best of 3 after 2 warm-up runs (first runs 4.3 / 4.6 s). Before the block route: 6.5 / 6.7 s against a baseline timed once, cold (1.85 s) | < 15 s yes; <= 3x no (3.2x) |
 | 2,000 members x 500 topics x 100 partitions, random 10-20 %, fresh: < 10 s (#3) | 8.54 s, best of 5 after 3 warm-up runs (earlier this session, before the one-shuffle pairing rounds and with one warm-up run: 9.8, 9.4 and 11.5 s; the cold first run in a fresh JVM: 21.0 s), 3 balancing rounds; kafka-python > 150 s (cut off) | yes (warm JVM) |
-| 10,000 groups x 10 members x 100 partitions, owned + 1 joiner: < 60 s (#3) | 9.9 s / 10.2 s (8.4-11.3 s in earlier runs) | yes |
+| 10,000 groups x 10 members x 100 partitions, owned + 1 joiner: < 60 s (#3) | 6.1 s / 6.7 s (9.9 / 10.2 s before the block route) | yes |
 | the driver's memory does not grow with the number of partitions (#3) | driver JVM live heap, peak, 84 -> 91 MiB from 10,000 to 1,000,000 partitions (1.08x; driver apart from the executors, local-cluster); Python driver RSS growth 0 (measured before this session's changes, which add no driver-side state) | yes |
 | lag-aware: 1,000 groups x 1,000 partitions and 1 group x 1,000,000 partitions, vs range (#4) | recorded: 18.4 s and 16.0 s (range 3.7 s and 5.8 s); max/mean lag 3.13 vs range 3.70 (bound 2.74) and 1.085 vs 2.56 | recorded |
 | simulate 100 groups x 50 events (#5) | recorded: 473 s | recorded |

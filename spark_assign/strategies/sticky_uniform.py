@@ -5,23 +5,35 @@ For a group of ``N`` members that all subscribe to the same topics, with ``P``
 partitions, ``C_f = P // N``, ``C_c = ceil(P / N)`` and ``C_r = P % N`` members
 end at ``C_c`` (:mod:`spark_assign.quota`):
 
-1. **Owned partitions.** One hash aggregation per partition over the union of
-   the group's partitions (from the metadata) and the members' claims resolves
-   Kafka's per-partition rule (:mod:`spark_assign.owned`, KAFKA-14639) and finds
-   the unclaimed partitions at once: no members x partitions product, no join of
-   claims with partitions. A member's usable claims are ranked by ``(partition,
-   topic)`` (Kafka since KAFKA-16277, so the kept partitions spread over the
-   topics): the rank is the claim's position in the member's owned list, sorted
-   in place (only lists longer than ``C_f`` can be cut, only they are sorted),
-   shifted by the positions of its claims that are not used (claims of other
-   members or generations, deleted partitions, repeats: none in a steady group).
-   A member keeps them all when it owns fewer than ``C_f``; up to ``C_c`` when it owns
-   at least ``C_c`` and fewer than ``C_r`` members before it (in member-id order)
-   keep ``C_c``; otherwise up to ``C_f`` (window functions over the members).
-   Kafka walks a Java ``HashMap`` here, so *which* members keep ``C_c`` follows the
-   hash order of the member ids; spark-assign uses member-id order (Java String
-   order) by default, or Kafka's HashMap order with ``member_order="java_hash"``.
-2. **Fill.** The unassigned partitions in Kafka's order (topic, then partition:
+1. **Quotas.** On the slim member rows (one per member), window functions over
+   each group's members give ``C_f``, ``C_c``, ``C_r`` and how many owned partitions each
+   member keeps: all of them when it owns fewer than ``C_f``; up to ``C_c`` when it owns
+   at least ``C_c`` and fewer than ``C_r`` members before it (in member-id order) keep
+   ``C_c``; otherwise up to ``C_f``. Kafka walks a Java ``HashMap`` here, so *which*
+   members keep ``C_c`` follows the hash order of the member ids; spark-assign uses
+   member-id order (Java String order) by default, or Kafka's HashMap order with
+   ``member_order="java_hash"``. A member keeps its first usable claims ranked by
+   ``(partition, topic)`` (Kafka since KAFKA-16277, so the kept partitions spread over
+   the topics); only lists longer than ``C_f`` can be cut, only they are sorted.
+2. **Owned partitions** (Kafka's per-partition rule, :mod:`spark_assign.owned`,
+   KAFKA-14639), by one of two routes per group:
+
+   * *clean* groups (every claim is on a partition of the subscription and no
+     partition is claimed twice, so every claim is honoured whatever its
+     generation; a steady group is clean): the claims are counted per block of 64
+     partition numbers, a count and a bit mask each (one hash aggregation to a few
+     rows per thousand claims); the quotas above are final, a member's list is cut
+     in place, and the unclaimed partitions are the blocks' missing bits;
+   * the other groups (contested, stale or repeated claims, claims on partitions
+     the subscription does not have, topics not numbered ``0..n-1``): one hash
+     aggregation per partition over the union of the group's partitions and the
+     claims resolves the rule and finds the unclaimed partitions at once; a claim
+     that is not used shifts the ranks of its member's later claims, and the
+     quotas are taken again on the usable counts.
+
+   Neither route builds the members x partitions product or joins claims with
+   partitions.
+3. **Fill.** The unassigned partitions in Kafka's order (topic, then partition:
    ``t0-0, t0-1, ..., t1-0, ...``) are dealt round-robin to the members below
    ``C_f`` (sorted by member id) until they reach ``C_f``; then one more each to the
    members that may still reach ``C_c`` (members that kept exactly ``C_f``, sorted
@@ -31,20 +43,22 @@ end at ``C_c`` (:mod:`spark_assign.quota`):
    round ``s``, so sorting slots by ``(round, member)`` gives each slot its
    position in the deal, and an equi-join on ``(group, position)`` with the ranked
    unassigned partitions places every partition. A fresh assignment equals Kafka's.
-3. **Racks (KIP-881).** When a group uses rack-aware assignment (Kafka's rule, see
+4. **Racks (KIP-881).** When a group uses rack-aware assignment (Kafka's rule, see
    :func:`rack_aware_groups`), owned partitions with no replica on the member's
    rack are not kept, the unassigned partitions are ordered by how many members
    could take them rack-locally, and the slots are first matched with
    rack-local partitions (rank-join rounds: one on each partition's first replica
    rack, then :data:`RACK_ROUNDS` over all its replica racks), then the rest as in
-   step 2. Priority as Kafka: balance, then rack locality, then stickiness;
-   the rack-aware layout is best effort and need not equal Kafka's exactly.
-4. **Cooperative** (``cooperative=True``): a partition dealt to a member other
+   step 3. Priority as Kafka: balance, then rack locality, then stickiness;
+   the rack-aware layout is best effort and need not equal Kafka's exactly. When a
+   member of the call has a rack, every group takes the per-partition route.
+5. **Cooperative** (``cooperative=True``): a partition dealt to a member other
    than its current holder (its claim at the highest generation, contested ones
    included) is left out: it changes owner next round.
 
-No step collects to the driver or loops over members or partitions; every
-window is partitioned by group (or finer) and fully ordered.
+No step collects rows to the driver (only counts and one flag, which decide
+what runs) or loops over members or partitions; every window is partitioned by
+group (or finer) and fully ordered.
 """
 
 from __future__ import annotations
