@@ -81,8 +81,8 @@ def main() -> None:
     ap.add_argument("--peer-timeout", type=float, default=300.0)
     ap.add_argument("--peer-max-partitions", type=int, default=200_000,
                     help="skip the peer above this many partitions per call (its input is collected)")
-    ap.add_argument("--repeat", type=int, default=3, help="timed runs (best reported)")
-    ap.add_argument("--warmups", type=int, default=2,
+    ap.add_argument("--repeat", type=int, default=5, help="timed runs (best reported)")
+    ap.add_argument("--warmups", type=int, default=3,
                     help="untimed runs first on the same input (JIT warm-up), for spark-assign and the baseline")
     ap.add_argument("--rack-aware", default="auto", choices=["auto", "true", "false"],
                     help="the strategy option (the inputs have no racks; 'false' skips the rack steps)")

@@ -12,8 +12,7 @@ from .inputs import (
     ASSIGNMENT_COLUMNS,
     normalize_members,
     normalize_partitions,
-    validate_members,
-    validate_partitions,
+    validate_inputs,
 )
 
 #: Kafka's assignor names -> the module and function that implement them.
@@ -89,7 +88,7 @@ def assign(
     |      g1|       c1|   t0|        2|
     +--------+---------+-----+---------+
 
-    ``validate=False`` skips the input checks (one Spark job per input) for
+    ``validate=False`` skips the input checks (one Spark job for both inputs) for
     inputs already known to be valid. ``checkpoint`` (default) materializes the
     normalized inputs first (``localCheckpoint``): strategies use their inputs
     many times, and inputs built from earlier assignments (follow-up rounds,
@@ -102,7 +101,6 @@ def assign(
     if checkpoint:
         m, p = m.localCheckpoint(), p.localCheckpoint()
     if validate:
-        validate_members(m)
-        validate_partitions(p)
+        validate_inputs(m, p)
     result = fn(m, p, lags=lags, validate=validate, **options)
     return result.select(*ASSIGNMENT_COLUMNS)

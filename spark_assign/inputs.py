@@ -19,7 +19,7 @@ assignors          array<string> (preference order)         no
 ``partition int`` and optionally ``racks array<string>`` (replica racks).
 
 Optional columns may be absent; they are added as nulls. Validation runs one
-Spark job per input and raises an :class:`~spark_assign.errors.InvalidInputError`
+Spark job for both inputs and raises an :class:`~spark_assign.errors.InvalidInputError`
 subclass naming the offending rows.
 """
 
@@ -118,8 +118,9 @@ def normalize_partitions(partitions: DataFrame) -> DataFrame:
     )
 
 
-def validate_members(members: DataFrame) -> DataFrame:
-    """Check normalized members; return them unchanged or raise InvalidMembersError.
+def member_problems(members: DataFrame) -> DataFrame:
+    """The rows of normalized members that break the contract:
+    ``problem, group_id, member_id, count, detail``.
 
     Problems: a null ``group_id`` or ``member_id``, a null ``topics`` array, a
     member id repeated within a group, an owned partition with a null topic or a
@@ -146,42 +147,55 @@ def validate_members(members: DataFrame) -> DataFrame:
                 F.concat_ws("-", F.coalesce("tp.topic", F.lit("null")),
                             F.coalesce(F.col("tp.partition").cast("string"), F.lit("null"))).alias("detail"))
     )
-    raise_if_rows(nulls.unionByName(dupes).unionByName(bad_owned), InvalidMembersError, "invalid members")
-    return members
+    return nulls.unionByName(dupes).unionByName(bad_owned)
 
 
-def validate_partitions(partitions: DataFrame) -> DataFrame:
-    """Check normalized partitions; return them unchanged or raise InvalidPartitionsError.
+def _partition_flags(partitions: DataFrame) -> tuple[DataFrame, DataFrame, DataFrame]:
+    """``(bad rows, topics that repeat a partition, valid rows)`` of normalized partitions.
 
-    Problems: a null topic or partition, a negative partition, a topic partition
-    listed twice.
-    """
+    A topic repeats a partition when its distinct partitions (a bit mask per block of
+    partition numbers: a tiny hash aggregation) are fewer than its rows; only such
+    topics are grouped by partition to name the repeats (:func:`_partition_problems`)."""
     bad = partitions.where(
         F.col("topic").isNull() | F.col("partition").isNull() | (F.col("partition") < 0)
     ).select(F.lit("null topic/partition or negative partition").alias("problem"),
              "topic", "partition", F.lit(None).cast("long").alias("count"))
     valid = partitions.where(F.col("topic").isNotNull() & (F.col("partition") >= 0))
-    # a topic repeats a partition when its distinct partitions (a bit mask per block of
-    # partition numbers: a tiny hash aggregation) are fewer than its rows; only such
-    # topics are grouped by partition to name the repeats
     blocks = valid.groupBy("topic", partition_block("partition").alias("_block")).agg(
         F.bit_count(F.bit_or(partition_bit("partition"))).alias("_distinct"),
         F.count("*").alias("_rows"),
     )
-    repeating = blocks.where(F.col("_distinct") < F.col("_rows")).select("topic")
-    # valid input (the usual case) takes one job; the repeats are named only when there are some
-    flagged = bad.unionByName(repeating.select(
-        F.lit("repeats").alias("problem"), "topic", F.lit(None).cast("int").alias("partition"),
-        F.lit(None).cast("long").alias("count")))
-    if flagged.isEmpty():
-        return partitions
+    return bad, blocks.where(F.col("_distinct") < F.col("_rows")).select("topic"), valid
+
+
+def _partition_problems(bad: DataFrame, repeating: DataFrame, valid: DataFrame) -> DataFrame:
+    """The offending partition rows: ``problem, topic, partition, count``."""
     dupes = (
         valid.join(F.broadcast(repeating.distinct()), "topic", "left_semi")
         .groupBy("topic", "partition").count().where("count > 1")
         .select(F.lit("topic partition repeated").alias("problem"), "topic", "partition", "count")
     )
-    raise_if_rows(bad.unionByName(dupes), InvalidPartitionsError, "invalid partitions")
-    return partitions
+    return bad.unionByName(dupes)
+
+
+def validate_inputs(members: DataFrame, partitions: DataFrame) -> None:
+    """Check normalized members and partitions; raise :class:`InvalidMembersError`
+    (:func:`member_problems`) or :class:`InvalidPartitionsError` (a null topic or
+    partition, a negative partition, a topic partition listed twice), naming the
+    offending rows. Valid inputs (the usual case) take one Spark job for both; the
+    offending rows are looked up only when there are some.
+
+    >>> validate_inputs(normalize_members(members), normalize_partitions(partitions))  # doctest: +SKIP
+    """
+    bad, repeating, valid = _partition_flags(partitions)
+    flags = member_problems(members).select(F.lit("members").alias("_input")).unionByName(
+        bad.select(F.lit("partitions").alias("_input"))).unionByName(
+        repeating.select(F.lit("partitions").alias("_input")))
+    found = {r["_input"] for r in flags.distinct().collect()}  # at most two rows
+    if "members" in found:
+        raise_if_rows(member_problems(members), InvalidMembersError, "invalid members")
+    if "partitions" in found:
+        raise_if_rows(_partition_problems(bad, repeating, valid), InvalidPartitionsError, "invalid partitions")
 
 
 #: partition numbers are counted in blocks of ``2**BLOCK_BITS``, one bit each in a long

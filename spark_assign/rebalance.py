@@ -39,7 +39,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from .assign import assign, strategy_name
-from .inputs import OWNED_TYPE, normalize_members, normalize_partitions, validate_members, validate_partitions
+from .inputs import OWNED_TYPE, normalize_members, normalize_partitions, validate_inputs
 from .lineage import materialize_state
 from .owned import resolve_owned
 from .properties import subscribed_partitions
@@ -157,8 +157,7 @@ def rebalance(
     if strategy is not None:
         m = m.withColumn("assignors", F.array(F.lit(strategy_name(strategy))))
     if validate:
-        validate_members(m)
-        validate_partitions(p)
+        validate_inputs(m, p)
         check_common_assignor(m)
     m = materialize_state(m)  # a small leaf: the selection and protocol plans below reuse it many times
     full_p = p
