@@ -118,6 +118,22 @@ def normalize_partitions(partitions: DataFrame) -> DataFrame:
     )
 
 
+#: partition numbers are counted in blocks of ``2**BLOCK_BITS``, one bit each in a long
+BLOCK_BITS = 6
+
+
+def partition_block(partition: Column | str) -> Column:
+    """The block of a partition number (:data:`BLOCK_BITS`)."""
+    return F.shiftright(partition, BLOCK_BITS)
+
+
+def partition_bit(partition: Column | str) -> Column:
+    """A partition number's bit in its block's mask (a long): ``bit_or`` over a
+    block's rows gives the set of its partition numbers, ``bit_count`` their number."""
+    p = F.col(partition) if isinstance(partition, str) else partition
+    return F.call_function("shiftleft", F.lit(1).cast("long"), p.bitwiseAND((1 << BLOCK_BITS) - 1))
+
+
 def member_problems(members: DataFrame) -> DataFrame:
     """The rows of normalized members that break the contract:
     ``problem, group_id, member_id, count, detail``.
@@ -198,30 +214,9 @@ def validate_inputs(members: DataFrame, partitions: DataFrame) -> None:
         raise_if_rows(_partition_problems(bad, repeating, valid), InvalidPartitionsError, "invalid partitions")
 
 
-#: partition numbers are counted in blocks of ``2**BLOCK_BITS``, one bit each in a long
-BLOCK_BITS = 6
-
-
-def partition_block(partition: Column | str) -> Column:
-    """The block of a partition number (:data:`BLOCK_BITS`)."""
-    return F.shiftright(partition, BLOCK_BITS)
-
-
-def partition_bit(partition: Column | str) -> Column:
-    """A partition number's bit in its block's mask (a long): ``bit_or`` over a
-    block's rows gives the set of its partition numbers, ``bit_count`` their number."""
-    p = F.col(partition) if isinstance(partition, str) else partition
-    return F.call_function("shiftleft", F.lit(1).cast("long"), p.bitwiseAND((1 << BLOCK_BITS) - 1))
-
-
 def subscriptions(members: DataFrame) -> DataFrame:
     """One row per (group_id, member_id, topic) of each member's subscription."""
     return members.select("group_id", "member_id", F.explode("topics").alias("topic"))
-
-
-def topic_sizes(partitions: DataFrame) -> DataFrame:
-    """Partition count per topic in the metadata: ``topic, num_partitions``."""
-    return partitions.groupBy("topic").agg(F.count("*").alias("num_partitions"))
 
 
 def owned_claims(members: DataFrame, *extra: str) -> DataFrame:
