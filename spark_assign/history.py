@@ -24,8 +24,8 @@ midway shows nothing of itself, and the generations recorded before it stay
 intact.
 
 Idempotence: each commit carries a Delta transaction marker whose app id is
-``spark-assign:<table>:<record_id>``, where ``record_id`` is a hash of the
-call's sorted ``(group_id, generation)`` pairs; a retried call skips the
+``spark-assign:<table>:<record_id>``, where ``record_id`` is an
+order-independent hash of the call's ``(group_id, generation)`` pairs; a retried call skips the
 tables it already committed. Pairs already in ``generations`` are dropped
 before writing: recording the same generation with the same assignment again
 is a quiet no-op; with a different assignment it raises :class:`HistoryError`
@@ -45,7 +45,6 @@ import hashlib
 import os
 import shutil
 import uuid
-from collections import Counter
 from datetime import datetime, timezone
 from typing import Iterable
 
@@ -138,15 +137,46 @@ TABLES = {
 COOPERATIVE_STRATEGIES = ("cooperative-sticky",)
 
 
+#: record ids sum per-pair SHA-256 prefixes in ``_RID_CHUNKS`` chunks of 15 hex digits
+#: (60 bits), each sum taken modulo 2**60: order-independent, so Spark computes it in
+#: one aggregation without bringing the pairs to the driver
+_RID_CHUNKS = 2
+_RID_MOD = 1 << 60
+
+
+def _pair_text(group_id, generation) -> str:
+    return f"{group_id}\t{generation}"
+
+
 def record_id(pairs: Iterable[tuple[str, int]]) -> str:
-    """The id of a call recording ``pairs`` of ``(group_id, generation)``: a hash of
-    the sorted pairs, the same whatever their order.
+    """The id of a call recording ``pairs`` of ``(group_id, generation)``: a hash
+    of the set of pairs, the same whatever their order (the Python twin of
+    :func:`_record_id_of`, which computes it in Spark).
 
     >>> record_id([("g2", 1), ("g1", 3)]) == record_id([("g1", 3), ("g2", 1)])
     True
     """
-    text = "\n".join(f"{g}\t{n}" for g, n in sorted(set(pairs)))
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+    pairs = set(pairs)
+    sums = [0] * _RID_CHUNKS
+    for g, n in pairs:
+        digest = hashlib.sha256(_pair_text(g, n).encode("utf-8")).hexdigest()
+        for i in range(_RID_CHUNKS):
+            sums[i] = (sums[i] + int(digest[15 * i:15 * (i + 1)], 16)) % _RID_MOD
+    return _format_record_id(len(pairs), sums)
+
+
+def _format_record_id(count: int, sums) -> str:
+    return f"{count:x}-" + "".join(f"{x:015x}" for x in sums)
+
+
+def _record_id_of(pairs: DataFrame) -> tuple[str, int]:
+    """:func:`record_id` of distinct ``group_id, generation`` rows, and their count: one
+    aggregation (decimal sums: no overflow), one row to the driver."""
+    digest = F.sha2(F.concat(F.col("group_id"), F.lit("\t"), F.col("generation").cast("string")), 256)
+    chunks = [F.conv(F.substring(digest, 15 * i + 1, 15), 16, 10).cast("decimal(38,0)") for i in range(_RID_CHUNKS)]
+    row = pairs.agg(F.count("*").alias("n"), *[F.sum(c).alias(f"s{i}") for i, c in enumerate(chunks)]).first()
+    sums = [int(row[f"s{i}"] or 0) % _RID_MOD for i in range(_RID_CHUNKS)]
+    return _format_record_id(row["n"], sums), row["n"]
 
 
 class AssignmentHistory:
@@ -295,8 +325,8 @@ class AssignmentHistory:
 
         Cost: the assignment is computed once (staged as Parquet under
         ``<location>/_staging``, or checkpointed for a catalog location); the
-        call's ``(group_id, generation)`` pairs (one small row per group) are
-        collected to the driver to derive the record id.
+        call's ``(group_id, generation)`` pairs stay distributed (checkpointed; the
+        record id is one aggregation over them).
 
         >>> history.record(assignment, members=members, partitions=parts,
         ...                strategy="range", generation=5).show()  # doctest: +SKIP
@@ -321,16 +351,15 @@ class AssignmentHistory:
 
         scratch, a = self._materialize(a)
         try:
-            pairs = self._pairs(a, m, generation)
-            if not pairs:
+            pairs_df = self._pairs(a, m, generation)
+            if pairs_df.isEmpty():
                 return spark.createDataFrame([], GENERATIONS_SCHEMA)
-            pairs_df = spark.createDataFrame(pairs, "group_id string, generation int")
-            recorded = self._raw("generations").join(pairs_df, PAIR, "left_semi")
-            present = {(r.group_id, r.generation) for r in recorded.select(*PAIR).distinct().collect()}
-            if present:
-                self._check_same(a, pairs_df.join(recorded.select(*PAIR), PAIR, "left_semi"))
-            remaining = sorted(set(pairs) - present)
-            if remaining:
+            present = pairs_df.join(self._raw("generations").select(*PAIR), PAIR, "left_semi")
+            if not present.isEmpty():
+                self._check_same(a, present)
+            # materialized before the write: the pairs recorded then must not drop out
+            remaining = pairs_df.join(present, PAIR, "left_anti").localCheckpoint(eager=True)
+            if not remaining.isEmpty():
                 self._write(a, m, p, remaining, strategy=strategy, protocol=protocol, round=round,
                             revoked=revoked, lost=lost, lags_given=lags is not None,
                             recorded_at=recorded_at)
@@ -357,8 +386,11 @@ class AssignmentHistory:
             except OSError:
                 pass
 
-    def _pairs(self, a: DataFrame, m: DataFrame | None, generation) -> list[tuple[str, int]]:
-        """The ``(group_id, generation)`` pairs of the call (one small row per group)."""
+    def _pairs(self, a: DataFrame, m: DataFrame | None, generation) -> DataFrame:
+        """The ``(group_id, generation)`` pairs of the call, one row per group,
+        materialized (a generation derived from the history must not move when the
+        call writes to it). Raises HistoryError naming up to ten groups without a
+        generation or with more than one."""
         groups = a.select("group_id")
         if m is not None:
             groups = groups.unionByName(m.select("group_id"))
@@ -374,19 +406,24 @@ class AssignmentHistory:
             gens = groups.join(given, "group_id", "left")
         else:
             raise HistoryError(f"generation must be an int, a DataFrame (group_id, generation) or None; found {type(generation).__name__}")
-        rows = gens.collect()
-        missing = sorted(r.group_id for r in rows if r.generation is None)
-        if missing:
+        gens = gens.localCheckpoint(eager=True)
+        per_group = gens.groupBy("group_id").agg(
+            F.count("generation").alias("n"), F.count("*").alias("rows"))
+        missing = per_group.where("rows > n").select("group_id")
+        dup = per_group.where("n > 1").select("group_id")
+        problems = missing.select(F.lit("missing").alias("_p"), "group_id").unionByName(
+            dup.select(F.lit("dup").alias("_p"), "group_id"))
+        counts = dict(problems.groupBy("_p").count().collect())  # at most two rows
+        if counts.get("missing"):
+            names = sorted(r.group_id for r in missing.orderBy("group_id").take(10))
             raise HistoryError(
-                f"no generation given for {len(missing)} group(s) of the assignment: "
-                f"expected a (group_id, generation) row for each, missing {missing[:10]}"
+                f"no generation given for {counts['missing']} group(s) of the assignment: "
+                f"expected a (group_id, generation) row for each, missing {names}"
             )
-        pairs = [(r.group_id, int(r.generation)) for r in rows]
-        counts = Counter(g for g, _ in pairs)
-        dup = sorted(g for g, c in counts.items() if c > 1)
-        if dup:
-            raise HistoryError(f"more than one generation given for group(s) {dup[:10]}: expected one per call")
-        return sorted(pairs)
+        if counts.get("dup"):
+            names = sorted(r.group_id for r in dup.orderBy("group_id").take(10))
+            raise HistoryError(f"more than one generation given for group(s) {names}: expected one per call")
+        return gens
 
     def _check_same(self, a: DataFrame, present: DataFrame) -> None:
         """Raise HistoryError if already-recorded generations differ from ``a``."""
@@ -405,13 +442,13 @@ class AssignmentHistory:
 
     def _write(self, a, m, p, remaining, *, strategy, protocol, round, revoked, lost, lags_given, recorded_at):
         spark = self.spark
-        rid = record_id(remaining)
-        rem = F.broadcast(spark.createDataFrame(remaining, "group_id string, generation int"))
+        rid, n_groups = _record_id_of(remaining)
+        rem = remaining
         common = [
             F.lit(rid).alias("record_id"),
             F.lit(recorded_at).cast("timestamp").alias("recorded_at"),
         ]
-        meta = {"record_id": rid, "groups": len(remaining), "strategy": strategy}
+        meta = {"record_id": rid, "groups": n_groups, "strategy": strategy}
 
         # 1. assignments
         rows = a.join(rem, "group_id").select(

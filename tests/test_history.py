@@ -276,3 +276,13 @@ def test_killed_run_leaves_no_half_recorded_generation(spark, tmp_path):
     h.optimize()
     assert DeltaTable(f"{loc}/assignments").history()[0]["operation"] == "OPTIMIZE"
     assert h.assignments().count() == 6
+
+
+def test_generation_dataframe_gives_one_generation_per_group(spark, tmp_path):
+    h = AssignmentHistory(str(tmp_path / "h"), spark)
+    a = spark.createDataFrame([("g1", "m", "t", 0), ("g2", "m", "t", 0)],
+                              "group_id string, member_id string, topic string, partition int")
+    gens = spark.createDataFrame([("g1", 3), ("g2", 4), ("g2", 5)], "group_id string, generation int")
+    with pytest.raises(HistoryError, match=r"more than one generation given for group\(s\) \['g2'\]"):
+        h.record(a, strategy="range", generation=gens)
+    assert not os.path.exists(tmp_path / "h" / "generations")
