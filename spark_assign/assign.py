@@ -17,7 +17,8 @@ from .inputs import (
 
 #: Kafka's assignor names -> the module and function that implement them.
 #: Each function takes normalized, validated ``members`` and ``partitions``
-#: (plus ``lags=`` and strategy options) and returns
+#: (plus ``lags=``, ``topic_sizes=``: the partitions' :func:`~spark_assign.inputs.topic_sizes`
+#: when validation computed them, else None, and strategy options) and returns
 #: ``group_id, member_id, topic, partition``.
 STRATEGIES: dict[str, tuple[str, str]] = {
     "range": ("spark_assign.strategies.range", "assign_range"),
@@ -100,7 +101,7 @@ def assign(
     m, p = normalize_members(members), normalize_partitions(partitions)
     if checkpoint:
         m, p = m.localCheckpoint(), p.localCheckpoint()
-    if validate:
-        validate_inputs(m, p)
-    result = fn(m, p, lags=lags, validate=validate, **options)
+    # the validated partitions' per-topic sizes: strategies that need them reuse them
+    sizes = validate_inputs(m, p) if validate else None
+    result = fn(m, p, lags=lags, validate=validate, topic_sizes=sizes, **options)
     return result.select(*ASSIGNMENT_COLUMNS)

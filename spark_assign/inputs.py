@@ -35,6 +35,7 @@ from .errors import (
     MissingColumnError,
     raise_if_rows,
 )
+from .lineage import materialize
 
 TOPIC_PARTITION = T.StructType(
     [T.StructField("topic", T.StringType()), T.StructField("partition", T.IntegerType())]
@@ -155,8 +156,16 @@ def member_problems(members: DataFrame) -> DataFrame:
         .select(F.lit("member_id repeated in group").alias("problem"), "group_id", "member_id",
                 "count", F.lit(None).cast("string").alias("detail"))
     )
+    # only members whose list may hold a bad claim are exploded: a null claim, topic or
+    # partition makes array_contains null, a negative partition shows in the minimum
+    # (array functions over the list, no row per claim)
+    suspect = (
+        F.array_contains("owned.topic", "").isNull() | F.array_contains("owned.partition", -1).isNull()
+        | (F.array_min("owned.partition") < 0) | F.array_contains("owned.topic", "")
+    )
     bad_owned = (
-        members.select("group_id", "member_id", F.explode("owned").alias("tp"))
+        members.where(F.coalesce(suspect, F.lit(False)))
+        .select("group_id", "member_id", F.explode("owned").alias("tp"))
         .where(F.col("tp.topic").isNull() | F.col("tp.partition").isNull() | (F.col("tp.partition") < 0))
         .select(F.lit("owned partition with null topic or null/negative partition").alias("problem"),
                 "group_id", "member_id", F.lit(None).cast("long").alias("count"),
@@ -166,52 +175,74 @@ def member_problems(members: DataFrame) -> DataFrame:
     return nulls.unionByName(dupes).unionByName(bad_owned)
 
 
-def _partition_flags(partitions: DataFrame) -> tuple[DataFrame, DataFrame, DataFrame]:
-    """``(bad rows, topics that repeat a partition, valid rows)`` of normalized partitions.
+def topic_sizes(partitions: DataFrame) -> DataFrame:
+    """Per topic of normalized, valid partitions: ``topic, num_partitions,
+    last_partition`` (a topic is numbered ``0 .. n - 1``, as Kafka numbers it, when
+    ``last_partition == num_partitions - 1``).
 
-    A topic repeats a partition when its distinct partitions (a bit mask per block of
-    partition numbers: a tiny hash aggregation) are fewer than its rows; only such
-    topics are grouped by partition to name the repeats (:func:`_partition_problems`)."""
+    >>> topic_sizes(normalize_partitions(partitions)).show()  # doctest: +SKIP
+    """
+    return partitions.groupBy("topic").agg(
+        F.count("*").cast("int").alias("num_partitions"), F.max("partition").alias("last_partition"))
+
+
+def _topic_summary(partitions: DataFrame) -> DataFrame:
+    """Per topic of normalized partitions (null topics are one row): the
+    :func:`topic_sizes` columns, ``_bad`` (a null topic, a null or negative
+    partition) and ``_repeats`` (a partition listed twice: the topic's distinct
+    partitions, a bit mask per block of partition numbers, are fewer than its rows).
+    Two small hash aggregations: only topics that offend are looked at row by row."""
+    blocks = partitions.groupBy("topic", partition_block("partition").alias("_block")).agg(
+        F.count("*").alias("_rows"), F.count("partition").alias("_numbered"),
+        F.bit_count(F.bit_or(partition_bit("partition"))).alias("_distinct"),
+        F.min("partition").alias("_first"), F.max("partition").alias("_last"),
+    )
+    return blocks.groupBy("topic").agg(
+        F.sum("_rows").cast("int").alias("num_partitions"), F.max("_last").alias("last_partition"),
+        (F.col("topic").isNull() | (F.min("_first") < 0) | (F.sum("_numbered") < F.sum("_rows"))).alias("_bad"),
+        (F.sum("_distinct") < F.sum("_numbered")).alias("_repeats"),
+    )
+
+
+def _partition_problems(partitions: DataFrame, repeating: DataFrame) -> DataFrame:
+    """The offending partition rows: ``problem, topic, partition, count``
+    (``repeating``: the topics that list a partition twice)."""
     bad = partitions.where(
         F.col("topic").isNull() | F.col("partition").isNull() | (F.col("partition") < 0)
     ).select(F.lit("null topic/partition or negative partition").alias("problem"),
              "topic", "partition", F.lit(None).cast("long").alias("count"))
-    valid = partitions.where(F.col("topic").isNotNull() & (F.col("partition") >= 0))
-    blocks = valid.groupBy("topic", partition_block("partition").alias("_block")).agg(
-        F.bit_count(F.bit_or(partition_bit("partition"))).alias("_distinct"),
-        F.count("*").alias("_rows"),
-    )
-    return bad, blocks.where(F.col("_distinct") < F.col("_rows")).select("topic"), valid
-
-
-def _partition_problems(bad: DataFrame, repeating: DataFrame, valid: DataFrame) -> DataFrame:
-    """The offending partition rows: ``problem, topic, partition, count``."""
     dupes = (
-        valid.join(F.broadcast(repeating.distinct()), "topic", "left_semi")
+        partitions.where(F.col("partition") >= 0).join(F.broadcast(repeating), "topic", "left_semi")
         .groupBy("topic", "partition").count().where("count > 1")
         .select(F.lit("topic partition repeated").alias("problem"), "topic", "partition", "count")
     )
     return bad.unionByName(dupes)
 
 
-def validate_inputs(members: DataFrame, partitions: DataFrame) -> None:
+def validate_inputs(members: DataFrame, partitions: DataFrame) -> DataFrame:
     """Check normalized members and partitions; raise :class:`InvalidMembersError`
     (:func:`member_problems`) or :class:`InvalidPartitionsError` (a null topic or
     partition, a negative partition, a topic partition listed twice), naming the
-    offending rows. Valid inputs (the usual case) take one Spark job for both; the
+    offending rows. Returns the partitions' :func:`topic_sizes`, materialized (one
+    row per topic), which strategies take as ``topic_sizes=`` instead of counting
+    the partitions again.
+
+    Valid inputs (the usual case) take two Spark jobs: the partitions' per-topic
+    summary, then the members' checks together with the summary's flags; the
     offending rows are looked up only when there are some.
 
-    >>> validate_inputs(normalize_members(members), normalize_partitions(partitions))  # doctest: +SKIP
+    >>> sizes = validate_inputs(normalize_members(members), normalize_partitions(partitions))  # doctest: +SKIP
     """
-    bad, repeating, valid = _partition_flags(partitions)
+    summary = materialize(_topic_summary(partitions))
     flags = member_problems(members).select(F.lit("members").alias("_input")).unionByName(
-        bad.select(F.lit("partitions").alias("_input"))).unionByName(
-        repeating.select(F.lit("partitions").alias("_input")))
+        summary.where(F.col("_bad") | F.col("_repeats")).select(F.lit("partitions").alias("_input")))
     found = {r["_input"] for r in flags.distinct().collect()}  # at most two rows
     if "members" in found:
         raise_if_rows(member_problems(members), InvalidMembersError, "invalid members")
     if "partitions" in found:
-        raise_if_rows(_partition_problems(bad, repeating, valid), InvalidPartitionsError, "invalid partitions")
+        repeating = summary.where(F.col("_repeats")).select("topic")
+        raise_if_rows(_partition_problems(partitions, repeating), InvalidPartitionsError, "invalid partitions")
+    return summary.select("topic", "num_partitions", "last_partition")
 
 
 def subscriptions(members: DataFrame) -> DataFrame:

@@ -80,21 +80,36 @@ def test_bad_members_named_in_error(spark, parts):
     assert "member_id='c0'" in str(e.value) and "group_id='g1'" in str(e.value)
 
 
-def test_bad_owned_partition_named(spark, parts):
-    members = spark.createDataFrame([("g1", "c0", ["t0"], [("t0", -1)], 1)], OWNED_MEMBERS)
-    with pytest.raises(InvalidMembersError, match="t0--1"):
-        assign(members, parts, "range")
+# each member's owned list, and the claims named as bad (topic-partition), none for a valid list
+BAD_OWNED_CASES = [
+    ([("t0", -1)], ["t0--1"]),
+    ([("t0", 5), ("t0", -7)], ["t0--7"]),
+    ([(None, 0)], ["null-0"]),
+    ([("t0", None), ("t0", 1)], ["t0-null"]),
+    ([None, ("t0", 1)], ["null-null"]),
+    ([("", 0), (None, 1)], ["null-1"]),
+    ([("", 0), ("t0", 1)], []),
+]
+
+
+def test_bad_owned_claims_named(spark, parts):
+    rows = [("g1", f"c{i}", ["t0"], owned, 1) for i, (owned, _) in enumerate(BAD_OWNED_CASES)]
+    with pytest.raises(InvalidMembersError) as e:
+        assign(spark.createDataFrame(rows, OWNED_MEMBERS), parts, "range")
+    found = sorted((r["member_id"], r["detail"]) for r in e.value.rows)
+    assert found == sorted((f"c{i}", d) for i, (_, bad) in enumerate(BAD_OWNED_CASES) for d in bad)
 
 
 def test_bad_partitions_named_in_error(spark):
     members = spark.createDataFrame([("g", "c0", ["t0"])], MEMBERS)
-    bad = spark.createDataFrame([("t0", 0), ("t0", 0), ("t0", -2), (None, 1)], PARTS)
+    bad = spark.createDataFrame([("t0", 0), ("t0", 0), ("t0", -2), (None, 1), ("t1", None), ("t1", 0)], PARTS)
     with pytest.raises(InvalidPartitionsError) as e:
         assign(members, bad, "range")
     problems = {(r["problem"], r["topic"], r["partition"]) for r in e.value.rows}
     assert problems == {
         ("null topic/partition or negative partition", None, 1),
         ("null topic/partition or negative partition", "t0", -2),
+        ("null topic/partition or negative partition", "t1", None),
         ("topic partition repeated", "t0", 0),
     }
 

@@ -28,7 +28,7 @@ _G = "group_id"
 
 def assign_cooperative_sticky(
     members: DataFrame, partitions: DataFrame, *, lags=None, validate: bool = True,
-    rack_aware="auto", member_order: str = "member_id", **options,
+    rack_aware="auto", member_order: str = "member_id", topic_sizes: DataFrame | None = None, **options,
 ) -> DataFrame:
     """Kafka's CooperativeStickyAssignor for every group in ``members`` (normalized).
 
@@ -37,7 +37,8 @@ def assign_cooperative_sticky(
 
     >>> assign(members, partitions, "cooperative-sticky").show()  # doctest: +SKIP
     """
-    return sticky_assignment(members, partitions, cooperative=True, rack_aware=rack_aware, member_order=member_order)
+    return sticky_assignment(members, partitions, cooperative=True, rack_aware=rack_aware,
+                             member_order=member_order, topic_sizes=topic_sizes)
 
 
 def next_round_members(members: DataFrame, assignment: DataFrame) -> DataFrame:

@@ -27,11 +27,11 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from ..inputs import ASSIGNMENT_COLUMNS
+from ..inputs import ASSIGNMENT_COLUMNS, topic_sizes as count_topic_sizes
 from ..lineage import materialize
 from ..owned import partition_claims, without_transfers
 from .sticky_general import assign_general
-from .sticky_uniform import assign_uniform
+from .sticky_uniform import assign_uniform, group_layout
 
 
 _G = "group_id"
@@ -39,11 +39,11 @@ _G = "group_id"
 
 def _group_kinds(members: DataFrame) -> DataFrame:
     """One row per group: ``_uniform`` (all members sent the same subscription),
-    ``_claims`` (some member claims owned partitions) and ``_racks`` (some member
-    has a rack). Materialized (small)."""
+    ``_topics`` (the sorted subscription of a uniform group), ``_claims`` (some member
+    claims owned partitions) and ``_racks`` (some member has a rack). Materialized (small)."""
     key = F.sort_array("topics")
     return materialize(members.groupBy(_G).agg(
-        (F.min(key) == F.max(key)).alias("_uniform"),
+        (F.min(key) == F.max(key)).alias("_uniform"), F.min(key).alias("_topics"),
         F.coalesce(F.max(F.size("owned")) > 0, F.lit(False)).alias("_claims"),
         F.bool_or(F.coalesce(F.col("rack") != "", F.lit(False))).alias("_racks"),
     ))
@@ -72,10 +72,13 @@ def sticky_assignment(
     cooperative: bool,
     rack_aware="auto",
     member_order: str = "member_id",
+    topic_sizes: DataFrame | None = None,
 ) -> DataFrame:
     """The sticky assignment of every group in ``members`` (normalized members and
     partitions); with ``cooperative``, without the partitions changing owner
-    (:func:`spark_assign.owned.without_transfers`). Returns ``group_id, member_id, topic, partition``.
+    (:func:`spark_assign.owned.without_transfers`). ``topic_sizes``: the partitions'
+    :func:`spark_assign.inputs.topic_sizes`, materialized (counted here when None).
+    Returns ``group_id, member_id, topic, partition``.
 
     >>> sticky_assignment(members, partitions, cooperative=True)  # doctest: +SKIP
     """
@@ -87,9 +90,13 @@ def sticky_assignment(
     uniform, general = split_uniform(members, kinds)
     result = None
     if any(u for u, _, _ in seen) or not seen:  # no groups at all: the uniform path's empty result
+        # the uniform groups' topics with their sizes: from the group kinds and the topic
+        # sizes, both materialized (the partitions are not counted again)
+        sizes = materialize(count_topic_sizes(partitions)) if topic_sizes is None else topic_sizes
+        layout = group_layout(kinds.where("_uniform").select(_G, "_topics"), sizes)
         result = assign_uniform(
             uniform, partitions, rack_aware=rack_aware, member_order=member_order, cooperative=cooperative,
-            racks=any(r for u, _, r in seen if u),
+            racks=any(r for u, _, r in seen if u), layout=layout,
         ).select(*ASSIGNMENT_COLUMNS)
     if not any(not u for u, _, _ in seen):
         return result
@@ -117,6 +124,7 @@ def assign_sticky(
     validate: bool = True,
     rack_aware="auto",
     member_order: str = "member_id",
+    topic_sizes: DataFrame | None = None,
     **options,
 ) -> DataFrame:
     """Kafka's StickyAssignor for every group in ``members`` (normalized members and
@@ -126,4 +134,5 @@ def assign_sticky(
 
     >>> assign(members, partitions, "sticky").show()  # doctest: +SKIP
     """
-    return sticky_assignment(members, partitions, cooperative=False, rack_aware=rack_aware, member_order=member_order)
+    return sticky_assignment(members, partitions, cooperative=False, rack_aware=rack_aware,
+                             member_order=member_order, topic_sizes=topic_sizes)

@@ -68,7 +68,7 @@ import functools
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from ..inputs import BLOCK_BITS, OWNED_TYPE, partition_bit, partition_block
+from ..inputs import BLOCK_BITS, OWNED_TYPE, partition_bit, partition_block, topic_sizes
 from ..lineage import materialize, shuffle_partitions
 from ..ordering import java_order
 from ..owned import claim_aggregates, claim_outcome, free_to_take, member_ranks
@@ -122,21 +122,24 @@ def member_order_keys(order: str, n: Column | None = None) -> list[Column]:
     raise ValueError(f"unknown member_order {order!r}: expected one of {MEMBER_ORDERS}")
 
 
-def group_topics(members: DataFrame) -> DataFrame:
-    """The topics of each group's (common) subscription: ``group_id, topic``."""
-    return members.groupBy(_G).agg(F.min(F.sort_array("topics")).alias("_topics")).select(
-        _G, F.explode("_topics").alias("topic"))
+def group_subscriptions(members: DataFrame) -> DataFrame:
+    """Each group's (common) subscription, sorted: ``group_id, _topics``."""
+    return members.groupBy(_G).agg(F.min(F.sort_array("topics")).alias("_topics"))
 
 
-def group_topic_sizes(members: DataFrame, partitions: DataFrame) -> DataFrame:
-    """The topics of each group's subscription that the metadata has, with their sizes:
+def group_layout(subscriptions: DataFrame, sizes: DataFrame) -> DataFrame:
+    """The topics of each group's subscription (``group_id, _topics``) that the
+    metadata has, with their sizes (:func:`spark_assign.inputs.topic_sizes`):
     ``group_id, topic, num_partitions, _contiguous`` (the topic's partitions are
     ``0 .. num_partitions - 1``, as Kafka numbers them; validated partitions are
     distinct and non-negative, so the largest being ``num_partitions - 1`` says so)."""
-    sizes = partitions.groupBy("topic").agg(
-        F.count("*").cast("int").alias("num_partitions"), F.max("partition").alias("_last"))
-    return group_topics(members).join(sizes, "topic").select(
-        _G, "topic", "num_partitions", (F.col("_last") == F.col("num_partitions") - 1).alias("_contiguous"))
+    return subscriptions.select(_G, F.explode("_topics").alias("topic")).join(sizes, "topic").select(
+        _G, "topic", "num_partitions", (F.col("last_partition") == F.col("num_partitions") - 1).alias("_contiguous"))
+
+
+def group_topic_sizes(members: DataFrame, partitions: DataFrame) -> DataFrame:
+    """:func:`group_layout` of ``members`` and ``partitions``."""
+    return group_layout(group_subscriptions(members), topic_sizes(partitions))
 
 
 def group_partitions(topics: DataFrame, partitions: DataFrame) -> DataFrame:
@@ -207,6 +210,7 @@ def assign_uniform(
     member_order: str = "member_id",
     cooperative: bool = False,
     racks: bool,
+    layout: DataFrame | None = None,
     per_partition: bool = False,
 ) -> DataFrame:
     """The constrained sticky assignment of every group in ``members`` (all
@@ -214,6 +218,8 @@ def assign_uniform(
     partitions). With ``cooperative``, partitions another member still holds are
     left out (Kafka's ``partitionsTransferringOwnership``). ``racks``: whether
     some member has a rack (:func:`.sticky.sticky_assignment` reads it from the group kinds).
+    ``layout``: the groups' :func:`group_layout` over materialized inputs (computed
+    and materialized here when None).
     ``per_partition`` resolves every group's claims partition by partition, even
     clean ones (the tests compare both routes).
     Returns ``group_id, member_id, topic, partition``.
@@ -230,7 +236,8 @@ def assign_uniform(
     # racks need a member with a rack (without one, the rack steps over every partition
     # are skipped)
     use_racks = rack_aware is not False and racks
-    layout = materialize(group_topic_sizes(members, partitions))
+    if layout is None:
+        layout = materialize(group_topic_sizes(members, partitions))
     # on the slim member rows: member ranks, N, P from the topic sizes, and the quotas as
     # if every claim were usable (so they are in a clean group: see _route)
     sizes = layout.groupBy(_G).agg(F.sum("num_partitions").alias("P"))
