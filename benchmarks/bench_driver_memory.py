@@ -493,8 +493,8 @@ def notes(results, master, cluster, driver_memory, args, heap_max, total, warmup
         "driver's GC log, garbage included, so it follows when G1 chose to collect rather than "
         "what the driver needs. Task results: the `Result Size` of every task of the run in Spark's event log, "
         "everything the executors sent back to the driver (rows, accumulators, metrics). Shuffle writes: the "
-        "executors' shuffle bytes (event log), the size of the work itself. Other Spark jobs were running on "
-        f"this 2-core machine at the same time, which affects the times, not the memory. Whole benchmark: "
+        "executors' shuffle bytes (event log), the size of the work itself. The timing figures are the sticky "
+        f"benchmark's; the seconds here only say how long each measured call ran. Whole benchmark: "
         f"{total:.0f} s."
     ]
     uniform = [(n, s, st, r, secs) for n, s, st, r, secs in results if s[0] == "uniform"]

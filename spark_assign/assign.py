@@ -89,10 +89,10 @@ def assign(
     |      g1|       c1|   t0|        2|
     +--------+---------+-----+---------+
 
-    ``validate=False`` skips the input checks (one Spark job for both inputs) for
-    inputs already known to be valid. ``checkpoint`` (default) materializes the
-    normalized inputs first (``localCheckpoint``): strategies use their inputs
-    many times, and inputs built from earlier assignments (follow-up rounds,
+    ``validate=False`` skips the input checks (two Spark jobs: the partitions' per-topic
+    summary, then the members) for inputs already known to be valid. ``checkpoint``
+    (default) materializes the normalized inputs first (``localCheckpoint``):
+    strategies use their inputs many times, and inputs built from earlier assignments (follow-up rounds,
     simulations) would otherwise carry ever deeper plans that Spark re-analyzes
     at every step. Strategy options (``rack_aware=``, ...) are passed to the
     strategy.

@@ -18,9 +18,10 @@ assignors          array<string> (preference order)         no
 ``partitions``: cluster metadata, one row per topic partition: ``topic string``,
 ``partition int`` and optionally ``racks array<string>`` (replica racks).
 
-Optional columns may be absent; they are added as nulls. Validation runs one
-Spark job for both inputs and raises an :class:`~spark_assign.errors.InvalidInputError`
-subclass naming the offending rows.
+Optional columns may be absent; they are added as nulls. Validation runs two
+Spark jobs (the partitions' per-topic summary, which it returns, then the members)
+and raises an :class:`~spark_assign.errors.InvalidInputError` subclass naming the
+offending rows.
 """
 
 from __future__ import annotations
