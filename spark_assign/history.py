@@ -351,17 +351,18 @@ class AssignmentHistory:
 
         scratch, a = self._materialize(a)
         try:
-            pairs_df = self._pairs(a, m, generation)
-            if pairs_df.isEmpty():
+            pairs_df, n_groups = self._pairs(a, m, generation)
+            if not n_groups:
                 return spark.createDataFrame([], GENERATIONS_SCHEMA)
             present = pairs_df.join(self._raw("generations").select(*PAIR), PAIR, "left_semi")
             if not present.isEmpty():
                 self._check_same(a, present)
             # materialized before the write: the pairs recorded then must not drop out
             remaining = pairs_df.join(present, PAIR, "left_anti").localCheckpoint(eager=True)
-            if not remaining.isEmpty():
-                self._write(a, m, p, remaining, strategy=strategy, protocol=protocol, round=round,
-                            revoked=revoked, lost=lost, lags_given=lags is not None,
+            rid, n_remaining = _record_id_of(remaining)
+            if n_remaining:
+                self._write(a, m, p, remaining, rid, n_remaining, strategy=strategy, protocol=protocol,
+                            round=round, revoked=revoked, lost=lost, lags_given=lags is not None,
                             recorded_at=recorded_at)
         finally:
             self._cleanup(scratch)
@@ -386,11 +387,11 @@ class AssignmentHistory:
             except OSError:
                 pass
 
-    def _pairs(self, a: DataFrame, m: DataFrame | None, generation) -> DataFrame:
+    def _pairs(self, a: DataFrame, m: DataFrame | None, generation) -> tuple[DataFrame, int]:
         """The ``(group_id, generation)`` pairs of the call, one row per group,
         materialized (a generation derived from the history must not move when the
-        call writes to it). Raises HistoryError naming up to ten groups without a
-        generation or with more than one."""
+        call writes to it), and the number of groups. Raises HistoryError naming up to
+        ten groups without a generation or with more than one."""
         groups = a.select("group_id")
         if m is not None:
             groups = groups.unionByName(m.select("group_id"))
@@ -409,21 +410,21 @@ class AssignmentHistory:
         gens = gens.localCheckpoint(eager=True)
         per_group = gens.groupBy("group_id").agg(
             F.count("generation").alias("n"), F.count("*").alias("rows"))
-        missing = per_group.where("rows > n").select("group_id")
-        dup = per_group.where("n > 1").select("group_id")
-        problems = missing.select(F.lit("missing").alias("_p"), "group_id").unionByName(
-            dup.select(F.lit("dup").alias("_p"), "group_id"))
-        counts = dict(problems.groupBy("_p").count().collect())  # at most two rows
-        if counts.get("missing"):
-            names = sorted(r.group_id for r in missing.orderBy("group_id").take(10))
+        is_missing, is_dup = F.col("rows") > F.col("n"), F.col("n") > 1
+        counts = per_group.agg(  # one row: the counts, never the groups
+            F.count("*").alias("groups"), F.count(F.when(is_missing, 1)).alias("missing"),
+            F.count(F.when(is_dup, 1)).alias("dup"),
+        ).first()
+        if counts["missing"]:
+            names = sorted(r.group_id for r in per_group.where(is_missing).orderBy("group_id").take(10))
             raise HistoryError(
                 f"no generation given for {counts['missing']} group(s) of the assignment: "
                 f"expected a (group_id, generation) row for each, missing {names}"
             )
-        if counts.get("dup"):
-            names = sorted(r.group_id for r in dup.orderBy("group_id").take(10))
+        if counts["dup"]:
+            names = sorted(r.group_id for r in per_group.where(is_dup).orderBy("group_id").take(10))
             raise HistoryError(f"more than one generation given for group(s) {names}: expected one per call")
-        return gens
+        return gens, counts["groups"]
 
     def _check_same(self, a: DataFrame, present: DataFrame) -> None:
         """Raise HistoryError if already-recorded generations differ from ``a``."""
@@ -440,10 +441,10 @@ class AssignmentHistory:
                 + describe_rows([r.asDict() for r in bad])
             )
 
-    def _write(self, a, m, p, remaining, *, strategy, protocol, round, revoked, lost, lags_given, recorded_at):
+    def _write(self, a, m, p, rem, rid, n_groups, *, strategy, protocol, round, revoked, lost, lags_given,
+               recorded_at):
+        """Append the pairs ``rem`` (their record id ``rid``, ``n_groups`` of them) to every table."""
         spark = self.spark
-        rid, n_groups = _record_id_of(remaining)
-        rem = remaining
         common = [
             F.lit(rid).alias("record_id"),
             F.lit(recorded_at).cast("timestamp").alias("recorded_at"),

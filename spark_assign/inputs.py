@@ -158,11 +158,13 @@ def member_problems(members: DataFrame) -> DataFrame:
                 "count", F.lit(None).cast("string").alias("detail"))
     )
     # only members whose list may hold a bad claim are exploded: a null claim, topic or
-    # partition makes array_contains null, a negative partition shows in the minimum
-    # (array functions over the list, no row per claim)
+    # partition makes array_contains null (counted as suspect, as is a "" topic or a
+    # partition -1), a negative partition shows in the minimum (array functions over
+    # the list, no row per claim)
     suspect = (
-        F.array_contains("owned.topic", "").isNull() | F.array_contains("owned.partition", -1).isNull()
-        | (F.array_min("owned.partition") < 0) | F.array_contains("owned.topic", "")
+        F.coalesce(F.array_contains("owned.topic", ""), F.lit(True))
+        | F.coalesce(F.array_contains("owned.partition", -1), F.lit(True))
+        | (F.array_min("owned.partition") < 0)
     )
     bad_owned = (
         members.where(F.coalesce(suspect, F.lit(False)))
@@ -237,10 +239,13 @@ def validate_inputs(members: DataFrame, partitions: DataFrame) -> DataFrame:
     summary = materialize(_topic_summary(partitions))
     flags = member_problems(members).select(F.lit("members").alias("_input")).unionByName(
         summary.where(F.col("_bad") | F.col("_repeats")).select(F.lit("partitions").alias("_input")))
-    found = {r["_input"] for r in flags.distinct().collect()}  # at most two rows
-    if "members" in found:
+    found = flags.agg(  # one row of flags, never the rows themselves
+        F.bool_or(F.col("_input") == "members").alias("members"),
+        F.bool_or(F.col("_input") == "partitions").alias("partitions"),
+    ).first()
+    if found["members"]:
         raise_if_rows(member_problems(members), InvalidMembersError, "invalid members")
-    if "partitions" in found:
+    if found["partitions"]:
         repeating = summary.where(F.col("_repeats")).select("topic")
         raise_if_rows(_partition_problems(partitions, repeating), InvalidPartitionsError, "invalid partitions")
     return summary.select("topic", "num_partitions", "last_partition")

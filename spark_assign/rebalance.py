@@ -196,7 +196,7 @@ def rebalance(
     m = m.withColumn("_run", F.when(
         (F.col("assignor") == "cooperative-sticky") & (F.col("_gproto") == EAGER), F.lit("sticky")
     ).otherwise(F.col("assignor")))
-    runs = sorted(r._run for r in m.select("_run").distinct().collect())
+    runs = sorted(r._run for r in m.select("_run").distinct().collect())  # assignor names, not groups
     # the owner before this rebalance: a partition revoked in one round and handed over
     # in the next has moved from it
     first_owner = materialize_state(resolve_owned(normalize_members(m), full_p).select(

@@ -86,30 +86,38 @@ def sticky_assignment(
     # which paths have groups, whether the general groups claim anything, and where
     # members have racks: one small job that lets the general path's driver-side rounds
     # (and the uniform path's jobs, and the rack steps) be skipped when no group needs them
-    seen = {tuple(r) for r in kinds.select("_uniform", "_claims", "_racks").distinct().collect()}
+    u, g = F.col("_uniform"), ~F.col("_uniform")
+    paths = kinds.agg(  # one row of flags, never the groups (bool_or of no rows: None)
+        F.bool_or(u).alias("uniform"), F.bool_or(g).alias("general"),
+        F.bool_or(u & F.col("_racks")).alias("uniform_racks"),
+        F.bool_or(g & F.col("_claims")).alias("general_claims"),
+        F.bool_or(g & F.col("_racks")).alias("general_racks"),
+    ).first()
     uniform, general = split_uniform(members, kinds)
     result = None
-    if any(u for u, _, _ in seen) or not seen:  # no groups at all: the uniform path's empty result
+    if paths["uniform"] or not paths["general"]:  # no groups at all: the uniform path's empty result
         # the uniform groups' topics with their sizes: from the group kinds and the topic
         # sizes, both materialized (the partitions are not counted again)
-        sizes = materialize(count_topic_sizes(partitions)) if topic_sizes is None else topic_sizes
-        layout = group_layout(kinds.where("_uniform").select(_G, "_topics"), sizes)
+        if topic_sizes is None:
+            topic_sizes = materialize(count_topic_sizes(partitions))
+        layout = group_layout(kinds.where("_uniform").select(_G, "_topics"), topic_sizes)
         result = assign_uniform(
             uniform, partitions, rack_aware=rack_aware, member_order=member_order, cooperative=cooperative,
-            racks=any(r for u, _, r in seen if u), layout=layout,
+            racks=bool(paths["uniform_racks"]), layout=layout,
         ).select(*ASSIGNMENT_COLUMNS)
-    if not any(not u for u, _, _ in seen):
+    if not paths["general"]:
         return result
     claims = None
-    if any(c for u, c, _ in seen if not u):
+    if paths["general_claims"]:
         claims = materialize(partition_claims(general, partitions))
         owned = claims.where(~F.col("contested")).select(_G, "member_id", "topic", "partition", "generation")
     else:  # nobody in a general group claims anything
         owned = None
     # the general path takes a flag: "auto" lets it apply racks where members have them
     # (with no member rack, its rack-aware placement equals the plain one)
-    racks = any(r for u, _, r in seen if not u)
-    other = assign_general(general, partitions, owned, rack_aware=rack_aware is not False and racks)
+    racks = bool(paths["general_racks"])
+    other = assign_general(general, partitions, owned, rack_aware=rack_aware is not False and racks,
+                           topic_sizes=topic_sizes)
     if cooperative and claims is not None:
         other = without_transfers(other, claims)
     other = other.select(*ASSIGNMENT_COLUMNS)

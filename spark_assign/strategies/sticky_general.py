@@ -68,6 +68,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from ..errors import AssignmentPropertyError, raise_if_rows
+from ..inputs import topic_sizes as count_topic_sizes
 from ..lineage import materialize
 from ..ordering import java_order, with_member_index
 
@@ -122,7 +123,7 @@ def _water_fill(rows: DataFrame, units: str, base: str, own: str | None = None, 
 FIT_PASSES = 1
 
 
-def _initial_counts(members: DataFrame, partitions: DataFrame, owned: DataFrame | None) -> DataFrame:
+def _initial_counts(members: DataFrame, sizes: DataFrame, owned: DataFrame | None) -> DataFrame:
     """The first state (:data:`_STATE`): one row per subscription to an existing
     topic, with owned count ``o``, initial count ``c`` and the member's target load ``_T``.
 
@@ -137,12 +138,13 @@ def _initial_counts(members: DataFrame, partitions: DataFrame, owned: DataFrame 
     target ``_T`` is the fitted member total, rounded systematically over the
     group's members. ``owned`` None: nobody owns anything (the water level is then
     the group's mean load, without the windows that find it over owned loads).
+    ``sizes``: the partitions' :func:`spark_assign.inputs.topic_sizes`.
     """
     # members may be an unmaterialized plan: it is read once. Indexes are per group (_mi
     # in Kafka's member order, _ti in Java's topic order), so that a group's result
     # never depends on the other groups assigned with it
     m = with_member_index(members, "_mi").select("group_id", "member_id", "_mi", "topics")
-    topics = partitions.groupBy("topic").agg(F.count("*").alias("_p"))
+    topics = sizes.select("topic", F.col("num_partitions").cast("long").alias("_p"))
     subs = m.select("group_id", "member_id", "_mi", F.explode("topics").alias("topic")).join(topics, "topic")
     if owned is None:
         subs = subs.withColumn("o", F.lit(0).cast("long"))
@@ -503,15 +505,19 @@ def _pair_moves(mem: DataFrame, rnd: int) -> DataFrame:
 
 
 def target_counts(
-    members: DataFrame, partitions: DataFrame, owned: DataFrame | None, *, max_rounds: int = MAX_ROUNDS
+    members: DataFrame, partitions: DataFrame, owned: DataFrame | None, *, max_rounds: int = MAX_ROUNDS,
+    topic_sizes: DataFrame | None = None,
 ) -> DataFrame:
     """Per subscription, how many partitions of the topic the member gets:
     ``group_id, member_id, topic, owned_count, count`` (balanced by Kafka's rule).
+    ``topic_sizes``: the partitions' :func:`spark_assign.inputs.topic_sizes` (counted
+    here when None).
 
     >>> target_counts(members, partitions, resolve_owned(members, partitions)).show()  # doctest: +SKIP
     """
     global LAST_ROUNDS
-    state = materialize(_initial_counts(members, partitions, owned))
+    sizes = count_topic_sizes(partitions) if topic_sizes is None else topic_sizes
+    state = materialize(_initial_counts(members, sizes, owned))
     mem = materialize(_member_rows(state))
     subscribers = mem.select("group_id", "member_id", "_mi", "T", "subs")
     synced = True  # the state rows hold the counts the member rows say
@@ -658,21 +664,22 @@ def _place(
 
 
 def assign_general(
-    members: DataFrame, partitions: DataFrame, owned: DataFrame | None, *, rack_aware: bool = False
+    members: DataFrame, partitions: DataFrame, owned: DataFrame | None, *, rack_aware: bool = False,
+    topic_sizes: DataFrame | None = None,
 ) -> DataFrame:
     """Sticky assignment for groups whose members subscribe to different topics.
 
     ``members``: normalized members (spark_assign.inputs); ``partitions``:
     normalized partitions; ``owned``: the honoured owned partitions
     (:func:`spark_assign.owned.resolve_owned`), or None when nobody owns anything
-    (fresh groups: the steps that only concern owned partitions are left out).
-    Returns the full target
+    (fresh groups: the steps that only concern owned partitions are left out);
+    ``topic_sizes`` as in :func:`target_counts`. Returns the full target
     assignment ``group_id, member_id, topic, partition``: valid, balanced by
     Kafka's rule, keeping owned partitions wherever balance allows.
 
     >>> m = normalize_members(members_df)  # doctest: +SKIP
     >>> assign_general(m, parts, resolve_owned(m, parts), rack_aware=False).show()  # doctest: +SKIP
     """
-    counts = target_counts(members, partitions, owned)  # a projection of materialized state
+    counts = target_counts(members, partitions, owned, topic_sizes=topic_sizes)  # a projection of materialized state
     out = _place(counts, members, partitions, owned, rack_aware)
     return out.select("group_id", "member_id", "topic", F.col("partition").cast("int"))

@@ -253,8 +253,14 @@ def assign_uniform(
         mrack = F.when(F.coalesce("use_racks", F.lit(False)) & (F.col("rack") != ""), F.col("rack"))
     else:
         mrack = F.lit(None).cast("string")
-    ranks = _quotas(slim.select(_G, "member_id", "m_rank", mrack.alias("mrack"), "N", "P", F.array().cast(
-        "array<int>").alias("_dropped"), F.col("n_own").cast("long").alias("n_own")), member_order)
+    slim = slim.select(_G, "member_id", "m_rank", mrack.alias("mrack"), "N", "P", F.array().cast(
+        "array<int>").alias("_dropped"), F.col("n_own").cast("long").alias("n_own"))
+    routed = not (use_racks or per_partition)
+    # routed: the quotas as if every claim were usable (final for the clean groups). The
+    # per-partition route takes the quotas on its usable counts (_resolve_claims); here it
+    # needs only C_f, which says whose lists are ranked
+    ranks = _quotas(slim, member_order) if routed else materialize(slim.select(
+        "*", min_quota(F.col("P"), F.col("N")).alias("C_f"), F.lit(None).cast("long").alias("kept")))
     # the owned lists stay in the input rows: only a member claiming more than C_f
     # partitions can lose some to the quota, so only its list is ranked (sorted where it
     # is); the others keep every claim they may use
@@ -266,7 +272,7 @@ def assign_uniform(
 
     # -- 1. owned partitions: clean groups by blocks, the others partition by partition ---
     clean, blocks, dirty, rest = None, None, None, mem0
-    if not (use_racks or per_partition):
+    if routed:
         blocks, dirty = _route(mem0, layout)
         if dirty is None:
             clean, rest = mem0, None
