@@ -24,12 +24,12 @@ figures quoted "with the default code-generation cache" come from the runs befor
 
 | target (issue) | measured | met |
 |---|---|---|
-| sticky 2,100 x 2,100, fresh and owned + 1 joiner: faster than kafka-python (#3) | 1.2-1.5 s vs 7.2-7.6 s (5.0-6.1x) | yes |
-| sticky 2,100 x 21,000, owned + 1 joiner: >= 10x kafka-python (#3) | 1.25 s / 1.14 s vs 78.9 s / 78.3 s (63-69x) | yes |
-| 1,000,000 partitions x 2,000 members, owned + 1 joiner: < 15 s and <= 3x the baseline sort (#3) | sticky 1.64 s (1.76x), cooperative 1.83 s (1.96x) against a 0.93 s baseline, both best of 5 after 3 warm-up runs (first runs 2.44 / 1.98 s). With Spark's default code-generation cache of 100 classes (before 2026-11-21 21:30): 3.19 / 2.83 s (3.37x / 2.99x); before the block route: 6.5 / 6.7 s | yes |
-| 2,000 members x 500 topics x 100 partitions, random 10-20 %, fresh: < 10 s (#3) | 4.94 s, best of 5 after 3 warm-up runs (8.54 s with the default code-generation cache; the cold first run in a fresh JVM: 20.2 s), 3 balancing rounds; kafka-python > 150 s (cut off) | yes (warm JVM) |
-| 10,000 groups x 10 members x 100 partitions, owned + 1 joiner: < 60 s (#3) | 2.82 s / 2.73 s (5.3 / 5.1 s with the default code-generation cache) | yes |
-| the driver's memory does not grow with the number of partitions (#3) | driver JVM live heap, peak, 83.6 -> 94.0 MiB (sticky) and 94.0 -> 95.4 MiB (cooperative) from 10,000 to 1,000,000 partitions (1.12x / 1.02x; driver apart from the executors, local-cluster); Python driver RSS growth 0 | yes |
+| sticky 2,100 x 2,100, fresh and owned + 1 joiner: faster than kafka-python (#3) | 1.2-1.5 s vs 6.2-7.2 s (4.6-6.1x) | yes |
+| sticky 2,100 x 21,000, owned + 1 joiner: >= 10x kafka-python (#3) | 1.08 s / 0.98 s vs 74.2 s / 71.9 s (69-73x) | yes |
+| 1,000,000 partitions x 2,000 members, owned + 1 joiner: < 15 s and <= 3x the baseline sort (#3) | sticky 1.81 s (1.85x), cooperative 1.84 s (1.89x) against a 0.98 s baseline, both best of 5 after 3 warm-up runs (first runs 2.34 / 1.98 s). With Spark's default code-generation cache of 100 classes (before 2026-11-21 21:30): 3.19 / 2.83 s (3.37x / 2.99x); before the block route: 6.5 / 6.7 s | yes |
+| 2,000 members x 500 topics x 100 partitions, random 10-20 %, fresh: < 10 s (#3) | 5.32 s, best of 5 after 3 warm-up runs (8.54 s with the default code-generation cache; the cold first run in a fresh JVM: 19.6 s), 3 balancing rounds; kafka-python > 150 s (cut off) | yes (warm JVM) |
+| 10,000 groups x 10 members x 100 partitions, owned + 1 joiner: < 60 s (#3) | 2.89 s / 2.84 s (5.3 / 5.1 s with the default code-generation cache) | yes |
+| the driver's memory does not grow with the number of partitions (#3) | driver JVM live heap, peak, 83.6 -> 94.0 MiB (sticky) and 86.0 -> 96.0 MiB (cooperative) from 10,000 to 1,000,000 partitions (1.12x / 1.12x; driver apart from the executors, local-cluster); Python driver RSS growth 0 | yes |
 | lag-aware: 1,000 groups x 1,000 partitions and 1 group x 1,000,000 partitions, vs range (#4) | recorded: 20.2 s and 15.7 s (range 5.6 s and 3.3 s; single runs after one warm-up, so within a second or two of noise: the run before this one read 18.4 / 16.0 s and 3.7 / 5.8 s); max/mean lag 3.13 vs range 3.70 (bound 2.74) and 1.085 vs 2.56 | recorded |
 | simulate 100 groups x 50 events (#5) | recorded: 381 s (473 s with the default code-generation cache) | recorded |
 """
