@@ -24,7 +24,7 @@ A rebalance is:
 
 Every round is a generation: the group's highest member generation (0 when
 no member has one, as a new Kafka group) plus the round number, recorded
-in ``history`` when one is given. ``moved`` counts the partitions a round hands
+in ``history`` when one is given (every round in one commit per table). ``moved`` counts the partitions a round hands
 to a member other than their owner before the rebalance (a partition revoked in
 round 1 and handed over in round 2 moves in round 2).
 """
@@ -143,7 +143,8 @@ def rebalance(
     partitions of members that left the group, added to the first round's
     revocations. A ``protocol_rule`` column in ``members`` sets the rule per
     group (what-if variants). ``history`` (an :class:`~spark_assign.history.AssignmentHistory`)
-    records each round as a generation.
+    records each round as a generation, all rounds of all groups in one commit per
+    table once the last round is done (:func:`record_rounds`).
 
     >>> r = rebalance(members, partitions, protocol_rule="dynamic")  # doctest: +SKIP
     >>> r.summary.show(); r.final.show()                            # doctest: +SKIP
@@ -169,7 +170,7 @@ def rebalance(
         rules = extra_df.groupBy(_G).agg(F.coalesce(F.max("protocol_rule"), F.lit(protocol_rule)).alias("_rule"))
     else:
         rules = m.select(_G).distinct().withColumn("_rule", F.lit(protocol_rule))
-    sel = materialize_state(select_assignor(m, validate=False))
+    sel = select_assignor(m, validate=False)  # read by the plans materialized below
     gp = {
         rule: group_protocols(m, sel, protocol_rule=rule).select(_G, F.col("protocol").alias(f"_g_{rule}"))
         for rule in PROTOCOL_RULES
@@ -199,8 +200,8 @@ def rebalance(
     runs = sorted(r._run for r in m.select("_run").distinct().collect())  # assignor names, not groups
     # the owner before this rebalance: a partition revoked in one round and handed over
     # in the next has moved from it
-    first_owner = materialize_state(resolve_owned(normalize_members(m), full_p).select(
-        _G, *_TP, F.col("member_id").alias("_first")))
+    first_owner = resolve_owned(normalize_members(m), full_p).select(  # read once per round
+        _G, *_TP, F.col("member_id").alias("_first"))
     base = m.groupBy(_G).agg((F.coalesce(F.max("generation"), F.lit(0))).alias("_base"))
     m = m.join(base, _G)
 
@@ -277,8 +278,6 @@ def rebalance(
         summaries.append(s)
         assignment_rounds.append(a)
         revocation_rounds.append(rev)
-        if history is not None:
-            _record_round(history, state, full_p, a, rev, s, lags=lags, recorded_at=recorded_at)
         pending_groups = s.where("pending > 0").select(_G)
         done = state.join(pending_groups, _G, "left_anti").select(_G).distinct()
         finals.append(a.join(done, _G, "left_semi"))
@@ -304,6 +303,9 @@ def rebalance(
         return out
 
     summary = union(summaries)
+    if history is not None:
+        record_rounds(history, union(assignment_rounds), union(revocation_rounds), summary,
+                      ignored=_ignored_claims(m, full_p), lags=lags, recorded_at=recorded_at)
     final = union(finals).select(_G, "member_id", *_TP)
     last = summary.groupBy(_G).agg(F.max("generation").alias("_lastgen"))
     fo = final.groupBy(_G, "member_id").agg(
@@ -327,28 +329,34 @@ def rebalance(
     )
 
 
-def _record_round(history, state, partitions, assignment, revoked, summary, *, lags=None, recorded_at=None) -> None:
-    """Record one round of every group in ``history``: one ``history.record`` call
-    per distinct (assignor, protocol) of the round (at most strategies x 2), each
-    covering all groups that share them."""
-    combos = sorted((r.assignor, r.protocol) for r in summary.select("assignor", "protocol").distinct().collect())
-    rnd = summary.select("round").first()[0]
-    for assignor, protocol in combos:
-        groups = summary.where((F.col("assignor") == assignor) & (F.col("protocol") == protocol)).select(
-            _G, "generation")
-        keep = groups.select(_G)
-        members = state.join(keep, _G, "left_semi").select(*normalize_members(state).columns)
-        rev = revoked.join(keep, _G, "left_semi")
-        history.record(
-            assignment.join(keep, _G, "left_semi").select(_G, "member_id", *_TP),
-            members=members,
-            partitions=partitions,
-            strategy=assignor,
-            generation=groups,
-            protocol=protocol.lower(),
-            round=rnd,
-            revoked=rev.where(F.col("kind") == "revoked").select(_G, "member_id", *_TP),
-            lost=rev.where(F.col("kind") == "lost").select(_G, "member_id", *_TP),
-            lags=lags.join(keep, _G, "left_semi") if lags is not None else None,
-            recorded_at=recorded_at,
-        )
+def _ignored_claims(members: DataFrame, partitions: DataFrame) -> DataFrame:
+    """Per group, the owned claims going into the rebalance on partitions the metadata
+    does not have (Kafka ignores them): ``group_id, ignored``."""
+    claims = members.select(_G, F.explode("owned").alias("tp")).select(_G, "tp.topic", "tp.partition")
+    return claims.join(partitions.select(*_TP), _TP, "left_anti").groupBy(_G).agg(F.count("*").alias("ignored"))
+
+
+def record_rounds(history, assignments: DataFrame, revocations: DataFrame, summary: DataFrame, *,
+                  ignored: DataFrame | None = None, lags: DataFrame | None = None, recorded_at=None) -> DataFrame:
+    """Record every round of every group of a rebalance (:class:`RebalanceResult`'s
+    ``assignments``, ``revocations`` and ``summary``) in ``history``: one
+    :meth:`~spark_assign.history.AssignmentHistory.record_generations` call, one commit
+    per table. ``ignored``: first-round owned claims outside the metadata per group."""
+    from datetime import datetime, timezone
+
+    when = recorded_at or datetime.now(timezone.utc)
+    gens = summary.select(
+        _G, "generation", F.col("assignor").alias("strategy"), F.lower("protocol").alias("protocol"), "round",
+        F.lit(when).cast("timestamp").alias("recorded_at"), "members",
+        (F.col("pending") + F.col("unavailable")).alias("unassigned"))
+    if ignored is not None:
+        gens = gens.join(ignored, _G, "left").withColumn(
+            "ignored_owned_claims", F.when(F.col("round") == 1, F.coalesce("ignored", F.lit(0))).otherwise(0))
+    else:
+        gens = gens.withColumn("ignored_owned_claims", F.lit(0))
+    a = assignments.select(_G, "generation", "member_id", *_TP)
+    if lags is not None:
+        a = a.join(lags.select(_G, *_TP, F.col("lag").cast("long")).dropDuplicates([_G, *_TP]), [_G, *_TP], "left")
+    return history.record_generations(
+        a, gens.drop("ignored"), revocations=revocations.select(_G, "generation", "member_id", *_TP, "kind"),
+        lags_known=lags is not None)

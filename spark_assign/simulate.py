@@ -52,6 +52,9 @@ event at that step (never a loop over groups); the driver loops over steps
 Every rebalance round is recorded as a generation in ``history``; the
 simulated time of each generation goes to the ``simulation`` table next to the
 history (``group_id, generation, round, step, at, event_kinds, unassigned``).
+The whole replay is recorded once it is done: one commit per table per
+``simulate()`` call, atomic and idempotent like any record (a replay
+interrupted midway records nothing).
 """
 
 from __future__ import annotations
@@ -373,39 +376,6 @@ def _unscope(col: Column | str = "topic") -> Column:
     return F.substring_index(c, SCOPE, -1)
 
 
-class _ScopedHistory:
-    """Forwards :meth:`record` to a real history with group-scoped topic names
-    turned back into the real ones."""
-
-    def __init__(self, history):
-        self.history = history
-
-    @staticmethod
-    def _plain(df):
-        if df is None:
-            return None
-        out = df
-        if "topic" in out.columns:
-            out = out.withColumn("topic", _unscope("topic"))
-        if "topics" in out.columns:
-            out = out.withColumn("topics", F.transform("topics", lambda t: F.substring_index(t, SCOPE, -1)))
-        if "owned" in out.columns:
-            out = out.withColumn("owned", F.transform("owned", lambda x: F.struct(
-                F.substring_index(x["topic"], SCOPE, -1).alias("topic"), x["partition"].alias("partition"))))
-        return out
-
-    def record(self, assignment, *, members=None, partitions=None, **kw):
-        if partitions is not None:
-            # group-scoped metadata -> plain (exact whenever the groups of the call agree
-            # on the partition counts of their topics; the simulation table is exact)
-            partitions = partitions.select(_unscope("topic").alias("topic"), "partition").distinct()
-        for k in ("revoked", "lost", "lags"):
-            if kw.get(k) is not None:
-                kw[k] = self._plain(kw[k])
-        return self.history.record(self._plain(assignment), members=self._plain(members),
-                                   partitions=partitions, **kw)
-
-
 @dataclass
 class SimulationResult:
     """What :func:`simulate` returns (DataFrames):
@@ -478,16 +448,22 @@ def simulate(
     e = materialize_state(_ordered(e))
     timeline = materialize_state(_member_timeline(e))
     synthetic = _synthetic(e, timeline)
-    steps = materialize_state(_steps(e, synthetic))
-    rosters = _rosters(timeline, steps)
     cfg = e.select(_G, "_strategy", "_rule", "_timeout", "_delay").distinct()
+    steps = materialize_state(_steps(e, synthetic).join(cfg, _G))
+    rosters = _rosters(timeline, steps)
     rosters = rosters.join(cfg, _G).withColumn(
         "assignors", F.when(F.col("_strategy").isNotNull(), F.array(F.col("_strategy"))).otherwise(F.col("assignors")))
     rosters = materialize_state(rosters)
     if validate:
         _check_rosters_agree(rosters, steps)
     dep_kinds = materialize_state(_departure_kinds(timeline, steps))
-    n_steps = steps.agg(F.max("step")).first()[0] or 0
+    # per step, over all groups: whether some group grows a topic, changes lags or is
+    # called to rebalance by its events (one row per step, bounded by the events per group)
+    has = lambda kind: F.array_contains(F.split("kinds", ","), kind)  # noqa: E731
+    per_step = {r.step: r for r in steps.groupBy("step").agg(
+        F.bool_or(has("partitions_added")).alias("grow"), F.bool_or(has("lag_change")).alias("lag"),
+        F.bool_or("triggers").alias("triggers")).collect()}
+    n_steps = max(per_step, default=0)
 
     # each group's topics: the ones its members subscribe to or its events name
     group_topics = (
@@ -506,25 +482,24 @@ def simulate(
     held = materialize_state(spark.createDataFrame(
         [], "group_id string, member_id string, group_instance_id string, topic string, partition int, deadline long"))
     group_state = materialize_state(spark.createDataFrame([], "group_id string, generation int, protocol string"))
-    scoped_history = _ScopedHistory(history) if history is not None else None
-    sim_store = simulation_store(history) if history is not None else None
 
-    gens_out, steps_out, revs_out = [], [], []
+    gens_out, steps_out, revs_out, rows_out = [], [], [], []
     for k in range(1, n_steps + 1):
         log.info("simulate: step %d of %d", k, n_steps)
+        flags_k = per_step.get(k)
         sk = steps.where(F.col("step") == k)
-        sk = materialize_state(sk.join(cfg, _G))
         ev = e.join(sk.select(_G, "at"), [_G, "at"], "left_semi")
         roster = rosters.where(F.col("step") == k)
         # 1. metadata and lags
-        grown = ev.where(F.col("kind") == "partitions_added").groupBy(_G, "topic").agg(
-            F.max("partitions").alias("_new"))
-        meta = materialize_state(
-            meta.join(grown, [_G, "topic"], "full_outer")
-            .select(_G, "topic", F.greatest(F.coalesce("partitions", F.lit(0)), F.coalesce("_new", F.lit(0)))
-                    .cast("int").alias("partitions")))
+        if flags_k is not None and flags_k.grow:
+            grown = ev.where(F.col("kind") == "partitions_added").groupBy(_G, "topic").agg(
+                F.max("partitions").alias("_new"))
+            meta = materialize_state(
+                meta.join(grown, [_G, "topic"], "full_outer")
+                .select(_G, "topic", F.greatest(F.coalesce("partitions", F.lit(0)), F.coalesce("_new", F.lit(0)))
+                        .cast("int").alias("partitions")))
         lag_ev = ev.where(F.col("kind") == "lag_change")
-        if lag_ev.take(1):
+        if flags_k is not None and flags_k.lag:
             expanded = _lag_rows(lag_ev, meta)
             base = lag_state if lag_state is not None else expanded.limit(0)
             lag_state = materialize_state(base.join(expanded.select(_G, "topic", "partition"), [_G, "topic", "partition"], "left_anti")
@@ -565,8 +540,11 @@ def simulate(
         flags = materialize_state(flags.select(_G, "at", "step", "kinds", "rebalanced", "_rule"))
         rb_groups = flags.where("rebalanced").select(_G)
         new_owned = owned_now.join(rb_groups, _G, "left_anti")
-        if rb_groups.take(1):
-            members = materialize_state(_members_for(roster.join(rb_groups, _G, "left_semi"), owned_now, group_state, flags))
+        # a step whose events call for a rebalance has groups to rebalance; otherwise only
+        # departures or released partitions may call for one
+        if (flags_k is not None and flags_k.triggers) or rb_groups.take(1):
+            # materialized by rebalance()
+            members = _members_for(roster.join(rb_groups, _G, "left_semi"), owned_now, group_state, flags)
             scoped_meta = meta.join(rb_groups, _G, "left_semi")
             scoped_parts = scoped_meta.select(
                 _G, "topic", F.explode(F.sequence(F.lit(0), F.col("partitions") - 1)).alias("partition")
@@ -579,7 +557,7 @@ def simulate(
             dep_rows = departed.join(rb_groups, _G, "left_semi").select(
                 _G, "member_id", _scope("topic").alias("topic"), "partition", "kind")
             r = rebalance(
-                members, scoped_parts, lags=scoped_lags, history=scoped_history, protocol_rule=protocol_rule,
+                members, scoped_parts, lags=scoped_lags, protocol_rule=protocol_rule,
                 max_rounds=max_rounds, unavailable=unavailable, departed=dep_rows, validate=False, **options)
             final = r.final.join(roster.select(_G, "member_id", "group_instance_id"), [_G, "member_id"]).select(
                 _G, "member_id", "group_instance_id", _unscope("topic").alias("topic"), "partition")
@@ -593,8 +571,13 @@ def simulate(
                 "assigned", (F.col("pending") + F.col("unavailable")).alias("unassigned"), "moved", "revoked", "lost"))
             gens_out.append(g_rows)
             revs_out.append(materialize_state(r.revocations.withColumn("topic", _unscope("topic"))))
-            if sim_store is not None:
-                sim_store.append(g_rows, app_id=f"spark-assign:simulation:{_run_id(history)}:{k}")
+            if history is not None:  # the rounds' rows with the lags of the step, recorded at the end
+                rows = r.assignments.select(_G, "generation", "member_id", "topic", "partition")
+                if scoped_lags is not None:
+                    rows = rows.join(scoped_lags, [_G, "topic", "partition"], "left")
+                else:
+                    rows = rows.withColumn("lag", F.lit(None).cast("long"))
+                rows_out.append(materialize_state(rows.withColumn("topic", _unscope("topic"))))
         owned_state = materialize_state(owned_state.join(sk.select(_G), _G, "left_anti").unionByName(new_owned))
         steps_out.append(materialize_state(_step_stats(flags, roster, meta, owned_state)))
 
@@ -603,8 +586,24 @@ def simulate(
         [], "group_id string, generation int, round int, member_id string, topic string, partition int, kind string")
     st = _union(steps_out) if steps_out else spark.createDataFrame(
         [], "group_id string, step int, at long, kinds string, rebalanced boolean, partitions long, unassigned long, idle long")
+    if history is not None and gens_out:
+        _record(history, _union(rows_out), gens, revs, lags_known=lag_state is not None)
     return SimulationResult(generations=gens, steps=st, assignment=owned_state.drop("group_instance_id"),
                             revocations=revs, lags=lag_state)
+
+
+def _record(history, rows: DataFrame, gens: DataFrame, revs: DataFrame, *, lags_known: bool) -> None:
+    """Every generation of the simulation in ``history`` (one commit per table), then
+    its simulated times in the ``simulation`` table (one commit), both idempotent."""
+    from datetime import datetime, timezone
+
+    meta = gens.select(
+        _G, "generation", "strategy", F.lower("protocol").alias("protocol"), "round",
+        F.lit(datetime.now(timezone.utc)).cast("timestamp").alias("recorded_at"), "members", "unassigned")
+    recorded = history.record_generations(
+        rows, meta, revocations=revs.select(_G, "generation", "member_id", *_TP, "kind"), lags_known=lags_known)
+    rid = recorded.agg(F.min("record_id")).first()[0]
+    simulation_store(history).append(gens, app_id=f"spark-assign:simulation:{rid}")
 
 
 def _lag_rows(lag_ev: DataFrame, meta: DataFrame) -> DataFrame:
@@ -665,19 +664,6 @@ def _check_rosters_agree(rosters: DataFrame, steps: DataFrame) -> None:
         "member_id", F.array(F.lit("t")).alias("topics"), "assignors")
     raise_if_rows(disagreements(m), NoCommonAssignorError,
                   "no assignor supported by every member of the group (member=[assignors in preference order])")
-
-
-def _run_id(history) -> str:
-    rid = getattr(history, "_sim_run", None)
-    if rid is None:
-        import uuid
-
-        rid = uuid.uuid4().hex
-        try:
-            history._sim_run = rid
-        except AttributeError:
-            pass
-    return rid
 
 
 def simulation_store(history):

@@ -290,6 +290,26 @@ class DeltaStore:
         self.commit(staged, app_id=app_id, metadata=meta)
         return True
 
+    def stage(self, df: DataFrame) -> "Staged":
+        """Prepare ``df``'s rows for a later :meth:`Staged.commit`.
+
+        Embedded backend: the Parquet files are written now, into the table folder,
+        invisible until the commit, and ``Staged.rows`` reads them back (a file scan:
+        the writer derives the ``generations`` summary from them without computing
+        ``df`` again). spark-delta backend: nothing is written before the commit, and
+        ``rows`` is ``df`` itself.
+
+        >>> staged = store.stage(rows); staged.commit(app_id="spark-assign:x")  # doctest: +SKIP
+        """
+        rows = conform(df, self.schema)
+        if self.backend != EMBEDDED:
+            return Staged(self, rows, None)
+        files = self.write_files(rows)
+        root = self.location.rstrip("/")
+        read = (self.spark.read.schema(self.schema).parquet(*[f"{root}/{f}" for f in files]) if files
+                else self.spark.createDataFrame([], self.schema))
+        return Staged(self, read, files)
+
     def write_files(self, df: DataFrame) -> list[str]:
         """Embedded backend, step 1: write ``df`` as Parquet files inside the table
         folder (not yet part of the table); return their paths relative to the table root."""
@@ -392,6 +412,25 @@ class DeltaStore:
             self.spark.sql(f"OPTIMIZE {target}")
         else:
             self._delta_table().optimize.compact()
+
+
+class Staged:
+    """Rows staged by :meth:`DeltaStore.stage`: ``rows`` (a DataFrame) and ``commit``."""
+
+    def __init__(self, store: DeltaStore, rows: DataFrame, files: list[str] | None):
+        self.store, self.rows, self.files = store, rows, files
+
+    def commit(self, *, app_id: str, metadata: dict[str, Any] | None = None) -> bool:
+        """Commit the staged rows as one Delta transaction marked ``app_id``; False
+        (nothing committed) when a commit with that marker is already in the table."""
+        if self.files is None:
+            return self.store.append(self.rows, app_id=app_id, metadata=metadata)
+        if self.store.committed(app_id):
+            return False
+        meta = dict(metadata or {})
+        meta["spark_assign_app_id"] = app_id
+        self.store.commit(self.files, app_id=app_id, metadata=meta)
+        return True
 
 
 def _maybe_pause(table_name: str) -> None:
