@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import Timing, fmt_s, ratio, session, write_results  # noqa: E402
+from common import SparkJobs, Timing, fmt_s, ratio, session, write_results  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
 from spark_assign.simulate import simulate  # noqa: E402
@@ -119,17 +119,21 @@ def main(argv=None) -> int:
         from spark_assign.history import AssignmentHistory
 
         history = AssignmentHistory(args.history, spark)
-    t0 = time.perf_counter()
-    r = simulate(events, parts, strategy="range", history=history, validate=True)
-    generations = r.generations.count()
-    ours = Timing(time.perf_counter() - t0, generations)
+    with SparkJobs(spark) as jobs:
+        t0 = time.perf_counter()
+        r = simulate(events, parts, strategy="range", history=history, validate=True)
+        generations = r.generations.count()
+        ours = Timing(time.perf_counter() - t0, generations)
+    steps = args.events
     peer = run_peer(events)
     rows = [[f"{args.groups} groups x {args.events} events", generations, fmt_s(ours),
+             f"{ours.seconds / steps:.2f} s", jobs.count, f"{jobs.count / steps:.0f}",
              "yes" if history is not None else "no", fmt_s(peer), ratio(peer, ours, PEER_TIMEOUT)]]
     write_results(
         "simulate" if not args.tiny else "simulate_tiny",
         "simulate(): replaying membership events",
-        ["scenario", "rebalances (generations)", "spark-assign", "history recorded",
+        ["scenario", "rebalances (generations)", "spark-assign", "per step", "Spark jobs", "jobs per step",
+         "history recorded",
          "kafka-python replay (assign calls only)", "ratio (peer / ours)"],
         rows,
         notes=("spark-assign runs one distributed step per event index over all groups (the driver loops over "

@@ -145,6 +145,30 @@ def random_subscription_members(
 # ---------------------------------------------------------------------------- timing
 
 
+class SparkJobs:
+    """The number of Spark jobs run inside a ``with`` block (``.count`` after it),
+    from the status tracker: job ids are sequential, so the newest id before and after
+    tell the count even past the tracker's retained-jobs window.
+
+    >>> with SparkJobs(spark) as jobs: assign(m, p, "range").count()  # doctest: +SKIP
+    >>> jobs.count                                                      # doctest: +SKIP
+    """
+
+    def __init__(self, spark: SparkSession):
+        self.tracker = spark.sparkContext.statusTracker()
+        self.count = 0
+
+    def _newest(self) -> int:
+        return max(self.tracker.getJobIdsForGroup(None), default=-1)
+
+    def __enter__(self) -> "SparkJobs":
+        self._before = self._newest()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.count = self._newest() - self._before
+
+
 @dataclass
 class Timing:
     seconds: float

@@ -14,6 +14,7 @@ from .inputs import (
     normalize_partitions,
     validate_inputs,
 )
+from .lineage import materialize
 
 #: Kafka's assignor names -> the module and function that implement them.
 #: Each function takes normalized, validated ``members`` and ``partitions``
@@ -89,9 +90,10 @@ def assign(
     |      g1|       c1|   t0|        2|
     +--------+---------+-----+---------+
 
-    ``validate=False`` skips the input checks (two Spark jobs: the partitions' per-topic
-    summary, then the members) for inputs already known to be valid. ``checkpoint``
-    (default) materializes the normalized inputs first (``localCheckpoint``):
+    ``validate=False`` skips the input checks (one Spark action: the members' checks and
+    the partitions' per-topic summary) for inputs already known to be valid. ``checkpoint``
+    (default) materializes the normalized inputs (a lazy ``localCheckpoint``: stored by
+    the first action that reads them):
     strategies use their inputs many times, and inputs built from earlier assignments (follow-up rounds,
     simulations) would otherwise carry ever deeper plans that Spark re-analyzes
     at every step. Strategy options (``rack_aware=``, ...) are passed to the
@@ -100,7 +102,8 @@ def assign(
     fn = strategy_function(strategy)
     m, p = normalize_members(members), normalize_partitions(partitions)
     if checkpoint:
-        m, p = m.localCheckpoint(), p.localCheckpoint()
+        # lazy: the lineage is cut now (no job); the first action that reads an input stores it
+        m, p = materialize(m, eager=False), materialize(p, eager=False)
     # the validated partitions' per-topic sizes: strategies that need them reuse them
     sizes = validate_inputs(m, p) if validate else None
     result = fn(m, p, lags=lags, validate=validate, topic_sizes=sizes, **options)

@@ -49,7 +49,7 @@ from pyspark.sql import types as T
 
 from .assign import ALIASES
 from .errors import HistoryError
-from .inputs import diagnostics, normalize_members, normalize_partitions
+from .inputs import ignored_claims, normalize_members, normalize_partitions
 from .properties import revocations as owned_revocations
 from .properties import subscribed_partitions
 from .recording import GENERATION_META, KEY, PAIR, TP, record_id, write_generations
@@ -310,7 +310,7 @@ class AssignmentHistory:
             unassigned = (
                 subscribed_partitions(m, p).join(a.select("group_id", *TP), ["group_id", *TP], "left_anti")
                 .groupBy("group_id").agg(F.count("*").alias("_u")))
-            ignored = diagnostics(m, p).select("group_id", F.col("ignored_owned_claims").alias("_i"))
+            ignored = ignored_claims(m, p).withColumnRenamed("ignored_owned_claims", "_i")
             meta = meta.join(unassigned, "group_id", "left").join(ignored, "group_id", "left").select(
                 *meta.columns, F.coalesce("_u", F.lit(0)).alias("unassigned"),
                 F.coalesce("_i", F.lit(0)).alias("ignored_owned_claims"))

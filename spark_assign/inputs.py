@@ -18,9 +18,9 @@ assignors          array<string> (preference order)         no
 ``partitions``: cluster metadata, one row per topic partition: ``topic string``,
 ``partition int`` and optionally ``racks array<string>`` (replica racks).
 
-Optional columns may be absent; they are added as nulls. Validation runs two
-Spark jobs (the partitions' per-topic summary, which it returns, then the members)
-and raises an :class:`~spark_assign.errors.InvalidInputError` subclass naming the
+Optional columns may be absent; they are added as nulls. Validation runs one
+Spark action (the members' checks and the partitions' per-topic summary, which it
+returns) and raises an :class:`~spark_assign.errors.InvalidInputError` subclass naming the
 offending rows.
 """
 
@@ -230,13 +230,17 @@ def validate_inputs(members: DataFrame, partitions: DataFrame) -> DataFrame:
     row per topic), which strategies take as ``topic_sizes=`` instead of counting
     the partitions again.
 
-    Valid inputs (the usual case) take two Spark jobs: the partitions' per-topic
-    summary, then the members' checks together with the summary's flags; the
-    offending rows are looked up only when there are some.
+    Valid inputs (the usual case) take one Spark action: the members' checks together
+    with the flags of the partitions' per-topic summary, whose last stage that action
+    computes and stores (a lazy checkpoint: under adaptive execution the summary's
+    shuffles run when it is defined); the offending rows are looked up only when
+    there are some.
 
     >>> sizes = validate_inputs(normalize_members(members), normalize_partitions(partitions))  # doctest: +SKIP
     """
-    summary = materialize(_topic_summary(partitions))
+    # lazy: the flags aggregation below reads every summary row and stores them (a
+    # deterministic aggregation), so the summary costs no action of its own
+    summary = materialize(_topic_summary(partitions), eager=False)
     flags = member_problems(members).select(F.lit("members").alias("_input")).unionByName(
         summary.where(F.col("_bad") | F.col("_repeats")).select(F.lit("partitions").alias("_input")))
     found = flags.agg(  # one row of flags, never the rows themselves
@@ -261,6 +265,16 @@ def owned_claims(members: DataFrame, *extra: str) -> DataFrame:
     partition`` and the ``extra`` member columns."""
     cols = ["group_id", "member_id", "generation", *extra]
     return members.select(*cols, F.explode("owned").alias("tp")).select(*cols, "tp.topic", "tp.partition")
+
+
+def ignored_claims(members: DataFrame, partitions: DataFrame) -> DataFrame:
+    """Per group of normalized members, the owned claims on partitions the metadata
+    does not have (Kafka ignores them): ``group_id, ignored_owned_claims`` (groups with
+    none are absent)."""
+    return (
+        owned_claims(members).join(partitions.select("topic", "partition"), ["topic", "partition"], "left_anti")
+        .groupBy("group_id").agg(F.count("*").alias("ignored_owned_claims"))
+    )
 
 
 def diagnostics(members: DataFrame, partitions: DataFrame) -> DataFrame:

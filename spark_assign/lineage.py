@@ -23,12 +23,19 @@ from pyspark.sql import DataFrame
 _MAX_ROWS = 2**31 - 1
 
 
-def materialize(df: DataFrame) -> DataFrame:
+def materialize(df: DataFrame, *, eager: bool = True) -> DataFrame:
     """``df`` computed once and cut from its lineage.
+
+    ``eager=False`` cuts the lineage now (the plan is analyzed and planned once, and
+    under adaptive execution its shuffle stages run now) but leaves the last stage
+    to the first action that reads the result, which stores it for later reads:
+    one Spark job fewer. Use it where an action follows that reads all of ``df``,
+    and only for deterministic results (two concurrent reads of a partition not yet
+    stored may each compute it).
 
     >>> members = materialize(members.where("group_id = 'g1'"))  # doctest: +SKIP
     """
-    return df.localCheckpoint(eager=True)
+    return df.localCheckpoint(eager=eager)
 
 
 def materialize_state(df: DataFrame) -> DataFrame:

@@ -39,7 +39,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from .assign import assign, strategy_name
-from .inputs import OWNED_TYPE, normalize_members, normalize_partitions, validate_inputs
+from .inputs import OWNED_TYPE, ignored_claims, normalize_members, normalize_partitions, validate_inputs
 from .lineage import materialize_state
 from .owned import resolve_owned
 from .properties import subscribed_partitions
@@ -209,6 +209,7 @@ def rebalance(
     state = m  # members of groups still rebalancing, with their current owned/generation
     rnd = 0
     finals: list[DataFrame] = []
+    prev_a = None
     while True:
         rnd += 1
         gen = (F.col("_base") + F.lit(rnd)).cast("int")
@@ -253,13 +254,16 @@ def rebalance(
             subscribed_partitions(normalize_members(state), full_p).join(p.select(*_TP), _TP, "left_anti")
             .groupBy(_G).agg(F.count("*").alias("unavailable"))
         ) if unavailable is not None else None
-        prev_owner = resolve_owned(normalize_members(state), full_p).select(
-            _G, *_TP, F.col("member_id").alias("_prev"))
-        moved = (
-            a.join(prev_owner, [_G, *_TP], "left").join(first_owner, [_G, *_TP], "left")
-            .where(F.coalesce("_prev", "_first") != F.col("member_id"))
-            .groupBy(_G).agg(F.count("*").alias("moved"))
-        )
+        # the owner before this round: before the rebalance in round 1, else the last
+        # round's assignment (the members' owned lists of a follow-up round)
+        if prev_a is None:
+            moved_from = a.join(first_owner, [_G, *_TP], "left").where(F.col("_first") != F.col("member_id"))
+        else:
+            moved_from = (
+                a.join(prev_a.select(_G, *_TP, F.col("member_id").alias("_prev")), [_G, *_TP], "left")
+                .join(first_owner, [_G, *_TP], "left")
+                .where(F.coalesce("_prev", "_first") != F.col("member_id")))
+        moved = moved_from.groupBy(_G).agg(F.count("*").alias("moved"))
         counts = a.groupBy(_G).agg(F.count("*").alias("assigned"))
         revc = rev.groupBy(_G).agg(
             F.count(F.when(F.col("kind") == "revoked", 1)).alias("revoked"),
@@ -285,6 +289,7 @@ def rebalance(
             finals[-1] = a  # groups still pending at the bound keep their last round
             break
         # next round: pending groups rejoin with owned = this round's assignment
+        prev_a = a
         new_owned = a.groupBy(_G, "member_id").agg(
             F.array_sort(F.collect_list(F.struct("topic", F.col("partition").cast("int").alias("partition")))).alias("_o"))
         state = materialize_state(
@@ -305,7 +310,7 @@ def rebalance(
     summary = union(summaries)
     if history is not None:
         record_rounds(history, union(assignment_rounds), union(revocation_rounds), summary,
-                      ignored=_ignored_claims(m, full_p), lags=lags, recorded_at=recorded_at)
+                      ignored=ignored_claims(normalize_members(m), full_p), lags=lags, recorded_at=recorded_at)
     final = union(finals).select(_G, "member_id", *_TP)
     last = summary.groupBy(_G).agg(F.max("generation").alias("_lastgen"))
     fo = final.groupBy(_G, "member_id").agg(
@@ -329,13 +334,6 @@ def rebalance(
     )
 
 
-def _ignored_claims(members: DataFrame, partitions: DataFrame) -> DataFrame:
-    """Per group, the owned claims going into the rebalance on partitions the metadata
-    does not have (Kafka ignores them): ``group_id, ignored``."""
-    claims = members.select(_G, F.explode("owned").alias("tp")).select(_G, "tp.topic", "tp.partition")
-    return claims.join(partitions.select(*_TP), _TP, "left_anti").groupBy(_G).agg(F.count("*").alias("ignored"))
-
-
 def record_rounds(history, assignments: DataFrame, revocations: DataFrame, summary: DataFrame, *,
                   ignored: DataFrame | None = None, lags: DataFrame | None = None, recorded_at=None) -> DataFrame:
     """Record every round of every group of a rebalance (:class:`RebalanceResult`'s
@@ -350,13 +348,13 @@ def record_rounds(history, assignments: DataFrame, revocations: DataFrame, summa
         F.lit(when).cast("timestamp").alias("recorded_at"), "members",
         (F.col("pending") + F.col("unavailable")).alias("unassigned"))
     if ignored is not None:
-        gens = gens.join(ignored, _G, "left").withColumn(
-            "ignored_owned_claims", F.when(F.col("round") == 1, F.coalesce("ignored", F.lit(0))).otherwise(0))
+        gens = gens.join(ignored.withColumnRenamed("ignored_owned_claims", "_ignored"), _G, "left").withColumn(
+            "ignored_owned_claims", F.when(F.col("round") == 1, F.coalesce("_ignored", F.lit(0))).otherwise(0))
     else:
         gens = gens.withColumn("ignored_owned_claims", F.lit(0))
     a = assignments.select(_G, "generation", "member_id", *_TP)
     if lags is not None:
         a = a.join(lags.select(_G, *_TP, F.col("lag").cast("long")).dropDuplicates([_G, *_TP]), [_G, *_TP], "left")
     return history.record_generations(
-        a, gens.drop("ignored"), revocations=revocations.select(_G, "generation", "member_id", *_TP, "kind"),
+        a, gens.drop("_ignored"), revocations=revocations.select(_G, "generation", "member_id", *_TP, "kind"),
         lags_known=lags is not None)

@@ -209,18 +209,25 @@ def _stats(history, a_rows, r_rows, new, *, revoked_known, lost_known, lags_know
         F.min("n").alias("_min"), F.max("n").alias("_max"),
         F.max(F.coalesce("member_lag", F.lit(0))).alias("_max_lag"), F.sum("member_lag").alias("_total_lag"))
 
-    # the previous generation of each new one: recorded before, or earlier in this call
-    known = history._raw("generations").select(*g).join(new.select("group_id").distinct(), "group_id", "left_semi")
+    # the previous generation of each new one: recorded before (its rows are found by its
+    # record id, with no commit-marker join), or earlier in this call
+    known = history._raw("generations").select(*g, "record_id").join(
+        new.select("group_id").distinct(), "group_id", "left_semi")
+    w = Window.partitionBy("group_id").orderBy("generation")
     prev = (
-        known.unionByName(new.select(*g)).distinct()
-        .withColumn("previous_generation", F.lag("generation").over(Window.partitionBy("group_id").orderBy("generation")))
+        known.unionByName(new.select(*g, F.lit(None).cast("string").alias("record_id")))
+        .select(*g, F.lag("generation").over(w).alias("previous_generation"),
+                F.lag("record_id").over(w).alias("_prev_rid"))
         .join(new.select(*g), g, "left_semi")
     )
-    prev_pairs = prev.where(F.col("previous_generation").isNotNull()).select(
-        "group_id", F.col("previous_generation").alias("generation"))
+    earlier = prev.where(F.col("previous_generation").isNotNull())
     prev_rows = (
-        history._committed("assignments").join(prev_pairs, g, "left_semi").select(*g, "member_id", *TP)
-        .unionByName(a_rows.join(prev_pairs, g, "left_semi").select(*g, "member_id", *TP))
+        history._raw("assignments").join(
+            earlier.where(F.col("_prev_rid").isNotNull()).select(
+                "group_id", F.col("previous_generation").alias("generation"), F.col("_prev_rid").alias("record_id")),
+            KEY, "left_semi")
+        .unionByName(a_rows.join(earlier.where(F.col("_prev_rid").isNull()).select(
+            "group_id", F.col("previous_generation").alias("generation")), g, "left_semi"))
         .select("group_id", F.col("generation").alias("previous_generation"), *TP,
                 F.col("member_id").alias("_prev_member"))
     )

@@ -286,3 +286,47 @@ def test_generation_dataframe_gives_one_generation_per_group(spark, tmp_path):
     with pytest.raises(HistoryError, match=r"more than one generation given for group\(s\) \['g2'\]"):
         h.record(a, strategy="range", generation=gens)
     assert not os.path.exists(tmp_path / "h" / "generations")
+
+
+def test_record_generations_records_several_generations_per_group_in_one_commit(spark, tmp_path):
+    """A rebalance's rounds (or a whole simulation) in one call: every generation of
+    every group lands in one commit per table; each generation's previous one and its
+    moves are found inside the call as well as in the history; the same call again is
+    a no-op, and a pair given twice is refused before anything is written."""
+    loc = str(tmp_path / "h")
+    h = AssignmentHistory(loc, spark)
+    schema = "group_id string, member_id string, topic string, partition int"
+    h.record(spark.createDataFrame([("g1", "a", "t", 0), ("g1", "a", "t", 1)], schema), strategy="range",
+             generation=1)
+    rows = spark.createDataFrame(
+        [("g1", 2, "a", "t", 0), ("g1", 2, "b", "t", 1),          # t-1 moves a -> b (against the history)
+         ("g1", 3, "b", "t", 0), ("g1", 3, "b", "t", 1),          # t-0 moves a -> b (against generation 2)
+         ("g2", 1, "x", "t", 0)],
+        "group_id string, generation int, member_id string, topic string, partition int")
+    gens = spark.createDataFrame(
+        [("g1", 2, "cooperative-sticky", "cooperative", 1, 3, 0), ("g1", 3, "cooperative-sticky", "cooperative", 2, 3, 1),
+         ("g2", 1, "range", "eager", 1, None, None)],
+        "group_id string, generation int, strategy string, protocol string, round int, members long, unassigned long"
+    ).withColumn("recorded_at", F.current_timestamp())
+    revs = spark.createDataFrame([("g1", 2, "a", "t", 1, "revoked"), ("g1", 3, "a", "t", 0, "lost")],
+                                 "group_id string, generation int, member_id string, topic string, partition int, kind string")
+    h.record_generations(rows, gens, revocations=revs)
+    got = sorted(tuple(r) for r in h.history().select(
+        "group_id", "generation", "previous_generation", "round", "members", "partitions", "partitions_moved",
+        "min_partitions", "max_partitions", "revoked", "lost", "unassigned").collect())
+    assert got == [
+        ("g1", 1, None, None, 1, 2, None, 2, 2, None, None, None),
+        ("g1", 2, 1, 1, 3, 2, 1, 0, 1, 1, 0, 0),   # three members, one of them holding nothing
+        ("g1", 3, 2, 2, 3, 2, 1, 0, 2, 0, 1, 1),
+        ("g2", 1, None, 1, 1, 1, None, 1, 1, 0, 0, None),
+    ]
+    assert [tuple(r) for r in h.moves("g1", 2, 3).collect()] == [("g1", "t", 0, "a", "b")]
+    for table in TABLES:  # the first record() call, then this one: one commit each
+        assert DeltaTable(f"{loc}/{table}").version() == 1, table
+    h.record_generations(rows, gens, revocations=revs)  # the same again: nothing new
+    for table in TABLES:
+        assert DeltaTable(f"{loc}/{table}").version() == 1, table
+    twice = gens.unionByName(gens.where("generation = 3"))
+    with pytest.raises(HistoryError, match=r"a generation given twice for group\(s\) \['g1'\]"):
+        h.record_generations(rows, twice)
+    assert h.assignments().count() == 7

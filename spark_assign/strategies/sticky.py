@@ -40,13 +40,15 @@ _G = "group_id"
 def _group_kinds(members: DataFrame) -> DataFrame:
     """One row per group: ``_uniform`` (all members sent the same subscription),
     ``_topics`` (the sorted subscription of a uniform group), ``_claims`` (some member
-    claims owned partitions) and ``_racks`` (some member has a rack). Materialized (small)."""
+    claims owned partitions) and ``_racks`` (some member has a rack). Materialized (small)
+    lazily: the path flags of :func:`sticky_assignment` read every row, computing and
+    storing it (a deterministic aggregation) without an action of its own."""
     key = F.sort_array("topics")
     return materialize(members.groupBy(_G).agg(
         (F.min(key) == F.max(key)).alias("_uniform"), F.min(key).alias("_topics"),
         F.coalesce(F.max(F.size("owned")) > 0, F.lit(False)).alias("_claims"),
         F.bool_or(F.coalesce(F.col("rack") != "", F.lit(False))).alias("_racks"),
-    ))
+    ), eager=False)
 
 
 def split_uniform(members: DataFrame, kinds: DataFrame | None = None) -> tuple[DataFrame, DataFrame]:

@@ -133,7 +133,9 @@ def group_layout(subscriptions: DataFrame, sizes: DataFrame) -> DataFrame:
     ``group_id, topic, num_partitions, _contiguous`` (the topic's partitions are
     ``0 .. num_partitions - 1``, as Kafka numbers them; validated partitions are
     distinct and non-negative, so the largest being ``num_partitions - 1`` says so)."""
-    return subscriptions.select(_G, F.explode("_topics").alias("topic")).join(sizes, "topic").select(
+    # one row per topic, small next to the partitions: broadcast (Spark cannot tell from a
+    # checkpoint's estimate, and would shuffle both sides before it finds out)
+    return subscriptions.select(_G, F.explode("_topics").alias("topic")).join(F.broadcast(sizes), "topic").select(
         _G, "topic", "num_partitions", (F.col("last_partition") == F.col("num_partitions") - 1).alias("_contiguous"))
 
 
@@ -265,10 +267,13 @@ def assign_uniform(
     # partitions can lose some to the quota, so only its list is ranked (sorted where it
     # is); the others keep every claim they may use
     ranked = F.when(F.col("_listed") > F.col("C_f"), _sorted_owned())
-    mem0 = members.join(F.broadcast(ranks.select(
+    # read by the claim steps and the final query: stored (lazily, by the first, which reads
+    # it all) so that the joins run and the lists are sorted once (deterministic)
+    mem0 = materialize(members.join(F.broadcast(ranks.select(
         _G, "member_id", "m_rank", "N", "P", "mrack", F.col("n_own").alias("_listed"), "C_f", "kept")),
         [_G, "member_id"]).select(
-        _G, "member_id", "m_rank", "N", "P", "generation", "owned", ranked.alias("_ranked"), "_listed", "mrack", "kept")
+        _G, "member_id", "m_rank", "N", "P", "generation", "owned", ranked.alias("_ranked"), "_listed", "mrack", "kept"),
+        eager=False)
 
     # -- 1. owned partitions: clean groups by blocks, the others partition by partition ---
     clean, blocks, dirty, rest = None, None, None, mem0
@@ -332,11 +337,13 @@ def _route(mem0: DataFrame, layout: DataFrame) -> tuple[DataFrame, DataFrame | N
     past_end = (width < (1 << BLOCK_BITS)) & (F.call_function("shiftright", F.col("_mask"), width) != 0)
     bad = (F.col("num_partitions").isNull() | ~F.col("_contiguous") | past_end
            | (F.col("_n") != F.bit_count("_mask")))
-    blocks = materialize(blocks.select(_G, "topic", "_block", "num_partitions", "_mask", bad.alias("_bad")))
-    dirty = blocks.where("_bad").select(_G).distinct()
-    if dirty.isEmpty():
+    # lazy: the check below computes and stores the blocks (an aggregation, deterministic),
+    # so they cost no action of their own
+    blocks = materialize(blocks.select(_G, "topic", "_block", "num_partitions", "_mask", bad.alias("_bad")),
+                         eager=False)
+    if blocks.where("_bad").isEmpty():
         return blocks, None
-    return blocks, F.broadcast(materialize(dirty))
+    return blocks, F.broadcast(materialize(blocks.where("_bad").select(_G).distinct()))
 
 
 def _block_width() -> Column:
@@ -350,11 +357,11 @@ def _split_clean(rows: DataFrame, blocks: DataFrame) -> tuple[DataFrame, DataFra
     ``kept`` partitions of its owned list (ranked by ``(partition, topic)`` where it
     is cut); the rest of the list and the blocks' missing partitions are unassigned."""
     tp = [_G, "member_id", "_tp.topic", "_tp.partition"]
-    # a member that keeps its whole list needs no ranking; the lists that are cut are
-    # ranked once (they give both the kept and the revoked partitions)
+    # a member that keeps its whole list needs no ranking; the lists that are cut were
+    # ranked once, in the stored member rows (they give both the kept and the revoked partitions)
     is_cut = F.col("kept") < F.col("_listed")
     whole = rows.where(~is_cut).select(_G, "member_id", F.explode("owned").alias("_tp")).select(*tp)
-    cut = materialize(rows.where(is_cut).select(_G, "member_id", "m_rank", "kept", "_listed", "_ranked"))
+    cut = rows.where(is_cut).select(_G, "member_id", "m_rank", "kept", "_listed", "_ranked")
     n = F.col("kept").cast("int")
     kept = whole.unionByName(
         cut.select(_G, "member_id", F.explode(F.slice("_ranked", F.lit(1), n)).alias("_tp")).select(*tp))
@@ -430,7 +437,9 @@ def _quotas(mem: DataFrame, member_order: str) -> DataFrame:
     """Member rows with their quotas (``C_f``, ``C_c``, ``C_r``), how many owned
     partitions each keeps (``kept``), how many it still takes (``deficit``, and
     ``e_rank`` < ``X`` for one more up to ``C_c``), and ``_t``: the claim position its
-    kept claims stay below. Materialized (one row per member)."""
+    kept claims stay below. Materialized (one row per member), lazily: the first query
+    that reads it broadcasts all of it and stores it (windows fully ordered by unique
+    member ranks: deterministic)."""
     gw = Window.partitionBy(_G)
     C_f, C_c, C_r = F.col("C_f"), F.col("C_c"), F.col("C_r")
     mem = mem.select(
@@ -463,7 +472,7 @@ def _quotas(mem: DataFrame, member_order: str) -> DataFrame:
     return materialize(mem.select(
         "*", deficit.alias("deficit"), X.alias("X"), e_phase.alias("e_phase"), e_rank.alias("e_rank"),
         bound.alias("_t"),
-    ))
+    ), eager=False)
 
 
 def _split_resolved(pm: DataFrame, mem: DataFrame, use_racks: bool) -> tuple[DataFrame, DataFrame]:
