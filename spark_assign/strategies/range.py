@@ -46,8 +46,11 @@ or ``False`` (plain range).
 
 from __future__ import annotations
 
+import functools
+
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
+from pyspark.sql.utils import is_remote
 
 from ..ordering import with_member_index
 from ..quota import rank_for_position
@@ -213,7 +216,16 @@ def _rack_aware_owners() -> Column:
 
 def _owners() -> Column:
     """Rank owning each partition position after Kafka's matching pass and fill pass
-    (null for sets that take the closed form). Row columns: kind, cons, prs, n, P, q."""
+    (null for sets that take the closed form). Row columns: kind, cons, prs, n, P, q.
+
+    Built once per process and kind of session (classic or Connect) and reused: the
+    expression only names columns, and building its nested lambdas is about a thousand
+    py4j calls, most of a small ``range`` call's planning."""
+    return _owners_expr(is_remote())
+
+
+@functools.lru_cache(maxsize=2)
+def _owners_expr(remote: bool) -> Column:
     init = _state(
         F.array_repeat(F.lit(-1), F.col("P")),
         F.array_repeat(F.lit(0), F.col("n")),
