@@ -3,7 +3,7 @@
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-ORDER = ["range_roundrobin", "sticky", "sticky_general", "driver_memory", "lag_aware", "simulate"]
+ORDER = ["small", "simulate", "range_roundrobin", "sticky", "sticky_general", "driver_memory", "lag_aware"]
 
 INTRO = """# Benchmarks
 
@@ -32,6 +32,13 @@ figures quoted "with the default code-generation cache" come from the runs befor
 | the driver's memory does not grow with the number of partitions (#3) | driver JVM live heap, peak, 83.6 -> 94.0 MiB (sticky) and 86.0 -> 96.0 MiB (cooperative) from 10,000 to 1,000,000 partitions (1.12x / 1.12x; driver apart from the executors, local-cluster); Python driver RSS growth 0 | yes |
 | lag-aware: 1,000 groups x 1,000 partitions and 1 group x 1,000,000 partitions, vs range (#4) | recorded: 20.2 s and 15.7 s (range 5.6 s and 3.3 s; single runs after one warm-up, so within a second or two of noise: the run before this one read 18.4 / 16.0 s and 3.7 / 5.8 s); max/mean lag 3.13 vs range 3.70 (bound 2.74) and 1.085 vs 2.56 | recorded |
 | simulate 100 groups x 50 events (#5) | recorded: 381 s (473 s with the default code-generation cache) | recorded |
+| #14: the README's main command on a fresh clone: < 60 s | 372 s with `pip install` (was about 6-12 min): the rebalance pipeline about 45 s, the scenario replay 147 s (was 194 s), the what-if 178 s (unchanged: it records no history) | no |
+| #14: simulate 100 groups x 50 events with history: < 40 s | 510 s with history (10.2 s and 202 Spark jobs per step; the cores were shared with test runs for part of it); kafka-python 0.36 s | no |
+| #14: one assign() over about 100 small groups (3-50 members, mixed subscriptions, owned lists): < 10 s | sticky 21.5 s, cooperative-sticky 19.3 s, about 350 Spark jobs per call (the issue measured about 46 s) | no |
+| #14: one small group (10 members, 100 partitions), warm: range < 0.3 s, sticky < 1 s | range 1.12 s (11 jobs), roundrobin 0.74 s (10), sticky 1.44 s (23), cooperative-sticky 1.35 s (23); before: 12-14, 13, 38 and 38 jobs (`../shared/tools/jobcount.py`) | no |
+| #14: simulate 1,000 groups x 50 events (20 x 200), sticky: faster than kafka-python | not run | no |
+| #14: the test suite (`bash .ci/run`, fresh clone): < 5 min | 600 s, 119 tests (was 10.8 min alone, 14 min sharing the cores) | no |
+| #14: the large-scale rows still hold | 1M partitions 2.66 / 2.48 s (2.36x / 2.20x a 1.13 s baseline; the code before: 2.46 / 2.08 s, 2.34x / 1.98x, same machine); 10,000 groups 3.35 / 3.53 s | yes |
 """
 
 
