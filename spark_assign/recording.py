@@ -247,6 +247,10 @@ def _stats(history, a_rows, r_rows, new, *, revoked_known, lost_known, lags_know
     holding = F.coalesce("_holding", zero)
     members = F.coalesce(F.col("members").cast("long"), holding)
     total_lag = F.col("_total_lag") if lags_known else F.lit(None)
+    # a member holding nothing has 0 partitions
+    least = F.when(members > holding, zero).otherwise(F.coalesce("_min", zero))
+    most = F.coalesce("_max", zero)
+    mean_lag = total_lag / F.greatest(members, F.lit(1))
     return out.select(
         *g, F.col("previous_generation").cast("int").alias("previous_generation"),
         "strategy", "protocol", F.col("round").cast("int").alias("round"),
@@ -254,20 +258,16 @@ def _stats(history, a_rows, r_rows, new, *, revoked_known, lost_known, lags_know
         F.coalesce("_partitions", zero).cast("long").alias("partitions"),
         F.col("unassigned").cast("long").alias("unassigned"),
         F.when(F.col("previous_generation").isNotNull(), F.coalesce("_moved", zero)).alias("partitions_moved"),
-        # a member holding nothing has 0 partitions
-        F.when(members > holding, zero).otherwise(F.coalesce("_min", zero)).cast("long").alias("min_partitions"),
-        F.coalesce("_max", zero).cast("long").alias("max_partitions"),
-        (F.coalesce("_max", zero) - F.when(members > holding, zero).otherwise(F.coalesce("_min", zero)))
-        .cast("long").alias("max_min"),
+        least.cast("long").alias("min_partitions"),
+        most.cast("long").alias("max_partitions"),
+        (most - least).cast("long").alias("max_min"),
         (F.coalesce("_revoked", zero) if revoked_known else F.lit(None)).cast("long").alias("revoked"),
         (F.coalesce("_lost", zero) if lost_known else F.lit(None)).cast("long").alias("lost"),
         # lag columns: null unless some assigned partition of the group has a lag
         total_lag.cast("long").alias("total_lag"),
         F.when(total_lag.isNotNull(), F.col("_max_lag")).cast("long").alias("max_member_lag"),
-        (total_lag / F.greatest(members, F.lit(1))).cast("double").alias("mean_member_lag"),
-        F.when(total_lag / F.greatest(members, F.lit(1)) > 0,
-               F.col("_max_lag") / (total_lag / F.greatest(members, F.lit(1)))).cast("double")
-        .alias("max_mean_lag_ratio"),
+        mean_lag.cast("double").alias("mean_member_lag"),
+        F.when(mean_lag > 0, F.col("_max_lag") / mean_lag).cast("double").alias("max_mean_lag_ratio"),
         F.col("ignored_owned_claims").cast("long").alias("ignored_owned_claims"),
         F.col("recorded_at").cast("timestamp").alias("recorded_at"),
     )
