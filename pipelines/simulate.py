@@ -4,10 +4,11 @@
 
 Reads the events (CSV: ``group_id,at,kind,member_id,group_instance_id,rack,
 topics,assignors,topic,partitions,partition,lag``, arrays ``|``-separated) and
-the partition counts (``topic,partitions``), replays the events with
-:func:`spark_assign.simulate.simulate` recording every generation under
-``<out>/history`` (replaced on each run), runs the what-if variants and
-writes ``<out>/report.html``.
+the partition counts (``topic,partitions``), replays the events recording
+every generation under ``<out>/history`` (replaced on each run) together with
+the what-if variants (one replay: :func:`spark_assign.simulate.what_if` with
+``record_variant``; without variants :func:`spark_assign.simulate.simulate`)
+and writes ``<out>/report.html``.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ def run(config: dict, spark: SparkSession | None = None) -> dict:
     """Run the scenario of ``config``; return paths and the what-if table."""
     from spark_assign.history import AssignmentHistory
     from spark_assign.session import local_session
-    from spark_assign.simulate import simulate, what_if
+    from spark_assign.simulate import simulate, simulation_table, what_if
 
     from pipelines.report import write_report
 
@@ -74,19 +75,30 @@ def run(config: dict, spark: SparkSession | None = None) -> dict:
         session_timeout_ms=int(config.get("session_timeout_ms", 45000)),
         scheduled_rebalance_max_delay_ms=int(config.get("scheduled_rebalance_max_delay_ms") or 0),
     )
-    t0 = time.time()
-    result = simulate(events, partitions, strategy=config.get("strategy"), history=history, **settings)
-    logging.info("simulated in %.1f s", time.time() - t0)
+    variants = list(config.get("what_if") or [])
     comparison = None
-    if config.get("what_if"):
-        t0 = time.time()
-        comparison = what_if(events, partitions, config["what_if"], **settings).orderBy("group_id", "variant")
+    t0 = time.time()
+    if variants:
+        # the replay and its what-if variants in one replay: the variant with the
+        # scenario's own settings is the one recorded (added, and left out of the
+        # comparison, when no variant has them)
+        main = {"strategy": config.get("strategy"), **settings}
+        recorded = next((str(v["name"]) for v in variants
+                         if {k: v.get(k, d) for k, d in main.items()} == main), None)
+        if recorded is None:
+            recorded = "_scenario"
+            variants.append({"name": recorded, **main})
+        comparison = what_if(events, partitions, variants, history=history, record_variant=recorded, **settings)
+        comparison = comparison.where(F.col("variant") != "_scenario").orderBy("group_id", "variant")
         comparison = comparison.localCheckpoint(eager=True)
-        logging.info("what-if in %.1f s", time.time() - t0)
+        logging.info("simulated with %d what-if variant(s) in %.1f s", len(variants), time.time() - t0)
+    else:
+        simulate(events, partitions, strategy=config.get("strategy"), history=history, **settings)
+        logging.info("simulated in %.1f s", time.time() - t0)
     report = out / "report.html"
     write_report(history, report, what_if=comparison, title=config.get("title", "spark-assign scenario"))
     return {"history": str(hist_dir), "report": str(report), "what_if": comparison,
-            "generations": result.generations}
+            "generations": simulation_table(history)}
 
 
 def main(argv=None) -> int:

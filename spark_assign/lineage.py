@@ -38,13 +38,14 @@ def materialize(df: DataFrame, *, eager: bool = True) -> DataFrame:
     return df.localCheckpoint(eager=eager)
 
 
-def materialize_state(df: DataFrame) -> DataFrame:
+def materialize_state(df: DataFrame, *, eager: bool = True) -> DataFrame:
     """:func:`materialize` for state carried across loop steps: also resets Spark's
     size estimate, so that joins of state with state do not compound it.
+    ``eager=False`` as in :func:`materialize`.
 
     >>> owned = materialize_state(owned.unionByName(new_owned))  # doctest: +SKIP
     """
-    return df.limit(_MAX_ROWS).localCheckpoint(eager=True)
+    return df.limit(_MAX_ROWS).localCheckpoint(eager=eager)
 
 
 #: rows per task a large hash aggregation aims at (hash tables that stay in cache)

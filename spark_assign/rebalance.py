@@ -34,9 +34,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from .assign import assign, strategy_name
 from .inputs import OWNED_TYPE, ignored_claims, normalize_members, normalize_partitions, validate_inputs
@@ -47,9 +46,10 @@ from .protocol import (
     COOPERATIVE,
     EAGER,
     PROTOCOL_RULES,
+    assignor_protocol,
+    canonical_assignors,
     check_common_assignor,
-    group_protocols,
-    member_protocols,
+    member_protocol,
     select_assignor,
 )
 
@@ -168,28 +168,20 @@ def rebalance(
     # the protocol rule: the argument, or per group from an extra ``protocol_rule`` column
     if "protocol_rule" in extra:
         rules = extra_df.groupBy(_G).agg(F.coalesce(F.max("protocol_rule"), F.lit(protocol_rule)).alias("_rule"))
+        m = m.join(rules, _G)
     else:
-        rules = m.select(_G).distinct().withColumn("_rule", F.lit(protocol_rule))
-    sel = select_assignor(m, validate=False)  # read by the plans materialized below
-    gp = {
-        rule: group_protocols(m, sel, protocol_rule=rule).select(_G, F.col("protocol").alias(f"_g_{rule}"))
-        for rule in PROTOCOL_RULES
-    }
-    mp = {
-        rule: member_protocols(m, sel, protocol_rule=rule).select(_G, "member_id", F.col("protocol").alias(f"_m_{rule}"))
-        for rule in PROTOCOL_RULES
-    }
-    m = (
-        m.join(rules, _G)
-        .join(mp["static"], [_G, "member_id"]).join(mp["dynamic"], [_G, "member_id"])
-        .join(gp["static"], _G).join(gp["dynamic"], _G)
-        .join(sel.select(_G, "assignor", "votes"), _G)
-    )
+        m = m.withColumn("_rule", F.lit(protocol_rule))
+    # each member's protocol under its group's rule, and the group's (COOPERATIVE only when
+    # every member follows it): static from the member's own list, dynamic from the selected
+    # assignor (member_protocols / group_protocols, as columns over one join and one window)
     dyn = F.col("_rule") == "dynamic"
-    m = materialize_state(
-        m.withColumn("_proto", F.when(dyn, F.col("_m_dynamic")).otherwise(F.col("_m_static")))
-        .withColumn("_gproto", F.when(dyn, F.col("_g_dynamic")).otherwise(F.col("_g_static")))
-        .drop("_m_static", "_m_dynamic", "_g_static", "_g_dynamic")
+    static, selected = member_protocol(canonical_assignors("assignors")), assignor_protocol("assignor")
+    m = (
+        m.join(select_assignor(m, validate=False), _G)
+        .withColumn("_all_coop", F.min((static == COOPERATIVE).cast("int")).over(Window.partitionBy(_G)))
+        .withColumn("_proto", F.when(dyn, selected).otherwise(static))
+        .withColumn("_gproto", F.when(dyn | (F.col("_all_coop") == 1), selected).otherwise(F.lit(EAGER)))
+        .drop("_all_coop")
     )
     # under EAGER every member gave up everything before the assignment, so no partition
     # is still held by another member: cooperative-sticky assigns like sticky (the
@@ -197,6 +189,8 @@ def rebalance(
     m = m.withColumn("_run", F.when(
         (F.col("assignor") == "cooperative-sticky") & (F.col("_gproto") == EAGER), F.lit("sticky")
     ).otherwise(F.col("assignor")))
+    # stored by the action that lists the assignors to run (no action of its own)
+    m = materialize_state(m, eager=False)
     runs = sorted(r._run for r in m.select("_run").distinct().collect())  # assignor names, not groups
     # the owner before this rebalance: a partition revoked in one round and handed over
     # in the next has moved from it
@@ -226,7 +220,8 @@ def rebalance(
         a = parts[0]
         for extra_a in parts[1:]:
             a = a.unionByName(extra_a)
-        a = materialize_state(a.join(state.select(_G, "_gen").distinct(), _G).select(
+        round_gens = state.select(_G, "_gen").distinct()  # one row per group
+        a = materialize_state(a.join(round_gens, _G).select(
             _G, F.col("_gen").alias("generation"), F.lit(rnd).alias("round"), "member_id", *_TP))
         # revocations: EAGER gives up everything; COOPERATIVE what it no longer gets;
         # a member that held under COOPERATIVE and now faces an EAGER assignor (dynamic rule) loses
@@ -242,7 +237,7 @@ def rebalance(
         )
         if departed is not None and rnd == 1:
             rev = rev.unionByName(
-                departed.join(state.select(_G, "_gen").distinct(), _G).select(
+                departed.join(round_gens, _G).select(
                     _G, F.col("_gen").alias("generation"), F.lit(rnd).alias("round"), "member_id", *_TP,
                     F.coalesce("kind", F.lit("revoked")).alias("kind"))
             )
@@ -278,14 +273,16 @@ def rebalance(
             F.col("votes").cast("long").alias("votes"), "protocol", F.col("members").cast("long").alias("members"),
             *[F.coalesce(c, F.lit(0)).cast("long").alias(c) for c in
               ("assigned", "pending", "unavailable", "revoked", "lost", "moved")],
-        ))
+        ), eager=False)
+        # one action computes and stores the summary and tells whether some group is pending
+        any_pending = bool(s.agg(F.max(F.col("pending") > 0)).first()[0])
         summaries.append(s)
         assignment_rounds.append(a)
         revocation_rounds.append(rev)
         pending_groups = s.where("pending > 0").select(_G)
         done = state.join(pending_groups, _G, "left_anti").select(_G).distinct()
         finals.append(a.join(done, _G, "left_semi"))
-        if rnd >= max_rounds or not pending_groups.take(1):
+        if rnd >= max_rounds or not any_pending:
             finals[-1] = a  # groups still pending at the bound keep their last round
             break
         # next round: pending groups rejoin with owned = this round's assignment

@@ -60,7 +60,6 @@ interrupted midway records nothing).
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass
 from typing import Any, Iterable
 
@@ -435,6 +434,20 @@ def simulate(
     >>> r = simulate(events, partitions, history=AssignmentHistory("out/history"))  # doctest: +SKIP
     >>> r.generations.orderBy("group_id", "generation").show()                      # doctest: +SKIP
     """
+    result, rows = _replay(
+        events, partitions, strategy=strategy, protocol_rule=protocol_rule, session_timeout_ms=session_timeout_ms,
+        scheduled_rebalance_max_delay_ms=scheduled_rebalance_max_delay_ms, lags=lags, keep_rows=history is not None,
+        max_rounds=max_rounds, validate=validate, **options)
+    if history is not None and rows is not None:
+        _record(history, rows, result.generations, result.revocations, lags_known=result.lags is not None)
+    return result
+
+
+def _replay(events: DataFrame, partitions: DataFrame, *, strategy, protocol_rule, session_timeout_ms,
+            scheduled_rebalance_max_delay_ms, lags, keep_rows: bool, max_rounds: int, validate: bool,
+            **options: Any) -> tuple[SimulationResult, DataFrame | None]:
+    """:func:`simulate` without the recording: the result, and (``keep_rows``) every
+    recorded generation's assignment rows with their lags (None when nothing rebalanced)."""
     spark = events.sparkSession
     e = normalize_events(events)
     extra_cfg = [c for c in ("_strategy", "_rule", "_timeout", "_delay") if c in events.columns]
@@ -457,13 +470,16 @@ def simulate(
     if validate:
         _check_rosters_agree(rosters, steps)
     dep_kinds = materialize_state(_departure_kinds(timeline, steps))
-    # per step, over all groups: whether some group grows a topic, changes lags or is
-    # called to rebalance by its events (one row per step, bounded by the events per group)
+    # per step, over all groups: whether some group grows a topic, changes lags, is
+    # called to rebalance by its events, or delays the resolution of departures (one row
+    # per step, bounded by the events per group)
     has = lambda kind: F.array_contains(F.split("kinds", ","), kind)  # noqa: E731
     per_step = {r.step: r for r in steps.groupBy("step").agg(
         F.bool_or(has("partitions_added")).alias("grow"), F.bool_or(has("lag_change")).alias("lag"),
-        F.bool_or("triggers").alias("triggers")).collect()}
+        F.bool_or("triggers").alias("triggers"), F.bool_or(F.col("_delay") > 0).alias("delay")).collect()}
     n_steps = max(per_step, default=0)
+    # without delayed resolution anywhere nothing is ever held: the held state stays empty
+    any_delay = any(r.delay for r in per_step.values())
 
     # each group's topics: the ones its members subscribe to or its events name
     group_topics = (
@@ -530,26 +546,26 @@ def simulate(
                 _G, "member_id", "group_instance_id", "topic", "partition",
                 (F.col("at") + F.col("_delay")).alias("deadline")))
         )
-        owned_now = materialize_state(stay.unionByName(inherited).unionByName(back))
-        held = materialize_state(held.join(sk.select(_G), _G, "left_anti").unionByName(new_held))
+        owned_now = stay.unionByName(inherited).unionByName(back)  # read by the stored state below
+        if any_delay:
+            held = materialize_state(held.join(sk.select(_G), _G, "left_anti").unionByName(new_held))
         # 4. which groups rebalance: the events call for it, or partitions were released
         rel = released.select(_G).distinct().withColumn("_rel", F.lit(True))
         dep = departed.select(_G).distinct().withColumn("_dep", F.lit(True))
         flags = sk.join(rel, _G, "left").join(dep, _G, "left").withColumn(
             "rebalanced", F.col("triggers") | F.col("_rel").isNotNull() | F.col("_dep").isNotNull())
-        flags = materialize_state(flags.select(_G, "at", "step", "kinds", "rebalanced", "_rule"))
+        flags = materialize_state(flags.select(_G, "at", "step", "kinds", "rebalanced", "_rule"), eager=False)
         rb_groups = flags.where("rebalanced").select(_G)
         new_owned = owned_now.join(rb_groups, _G, "left_anti")
         # a step whose events call for a rebalance has groups to rebalance; otherwise only
-        # departures or released partitions may call for one
-        if (flags_k is not None and flags_k.triggers) or rb_groups.take(1):
+        # departures or released partitions may call for one (that action stores the flags)
+        if (flags_k is not None and flags_k.triggers) or flags.agg(F.bool_or("rebalanced")).first()[0]:
             # materialized by rebalance()
             members = _members_for(roster.join(rb_groups, _G, "left_semi"), owned_now, group_state, flags)
             scoped_meta = meta.join(rb_groups, _G, "left_semi")
             scoped_parts = scoped_meta.select(
                 _G, "topic", F.explode(F.sequence(F.lit(0), F.col("partitions") - 1)).alias("partition")
             ).where(F.col("partition") >= 0).select(_scope("topic").alias("topic"), F.col("partition").cast("int"))
-            scoped_parts = materialize_state(scoped_parts)
             unavailable = held.join(rb_groups, _G, "left_semi").select(_scope("topic").alias("topic"), "partition")
             scoped_lags = (lag_state.join(rb_groups, _G, "left_semi").select(_G, _scope("topic").alias("topic"),
                                                                              "partition", "lag")
@@ -565,13 +581,12 @@ def simulate(
             last = r.summary.groupBy(_G).agg(F.max_by(F.struct("generation", "protocol"), "round").alias("_l"))
             group_state = materialize_state(group_state.join(last.select(_G), _G, "left_anti").unionByName(
                 last.select(_G, F.col("_l.generation").alias("generation"), F.col("_l.protocol").alias("protocol"))))
-            g_rows = materialize_state(r.summary.join(flags.select(_G, "at", "step", "kinds"), _G).select(
+            gens_out.append(materialize_state(r.summary.join(flags.select(_G, "at", "step", "kinds"), _G).select(
                 _G, "generation", "round", "step", F.timestamp_millis("at").alias("at"),
                 F.col("kinds").alias("event_kinds"), F.col("assignor").alias("strategy"), "protocol", "members",
-                "assigned", (F.col("pending") + F.col("unavailable")).alias("unassigned"), "moved", "revoked", "lost"))
-            gens_out.append(g_rows)
+                "assigned", (F.col("pending") + F.col("unavailable")).alias("unassigned"), "moved", "revoked", "lost")))
             revs_out.append(materialize_state(r.revocations.withColumn("topic", _unscope("topic"))))
-            if history is not None:  # the rounds' rows with the lags of the step, recorded at the end
+            if keep_rows:  # the rounds' rows with the lags of the step, recorded at the end
                 rows = r.assignments.select(_G, "generation", "member_id", "topic", "partition")
                 if scoped_lags is not None:
                     rows = rows.join(scoped_lags, [_G, "topic", "partition"], "left")
@@ -586,10 +601,9 @@ def simulate(
         [], "group_id string, generation int, round int, member_id string, topic string, partition int, kind string")
     st = _union(steps_out) if steps_out else spark.createDataFrame(
         [], "group_id string, step int, at long, kinds string, rebalanced boolean, partitions long, unassigned long, idle long")
-    if history is not None and gens_out:
-        _record(history, _union(rows_out), gens, revs, lags_known=lag_state is not None)
-    return SimulationResult(generations=gens, steps=st, assignment=owned_state.drop("group_instance_id"),
-                            revocations=revs, lags=lag_state)
+    result = SimulationResult(generations=gens, steps=st, assignment=owned_state.drop("group_instance_id"),
+                              revocations=revs, lags=lag_state)
+    return result, (_union(rows_out) if rows_out else None)
 
 
 def _record(history, rows: DataFrame, gens: DataFrame, revs: DataFrame, *, lags_known: bool) -> None:
@@ -770,6 +784,9 @@ def what_if(
     protocol_rule: str = "static",
     lags: DataFrame | None = None,
     history: Any = None,
+    record_variant: str | None = None,
+    max_rounds: int = 5,
+    validate: bool = True,
     **options: Any,
 ) -> DataFrame:
     """The same events under several strategies / protocols, in one replay.
@@ -783,10 +800,14 @@ def what_if(
     ``max_min_partitions`` (worst max-min partitions per member after a
     rebalance), ``max_member_lag``, ``mean_member_lag`` (at the end).
 
+    ``history``: every variant's generations are recorded, as groups
+    ``<group_id>@<name>``; with ``record_variant``, only that variant's, under the
+    events' own group ids, exactly as :func:`simulate` with the variant's settings
+    records them (a replay and its what-if variants in one replay).
+
     >>> what_if(events, parts, [{"name": "eager", "strategy": "range"},
     ...                         {"name": "coop", "strategy": "cooperative-sticky"}]).show()  # doctest: +SKIP
     """
-    spark = events.sparkSession
     rows = []
     for v in variants:
         unknown = sorted(set(v) - set(VARIANT_KEYS))
@@ -797,6 +818,9 @@ def what_if(
             int(v.get("session_timeout_ms", session_timeout_ms)),
             int(v.get("scheduled_rebalance_max_delay_ms", scheduled_rebalance_max_delay_ms)),
         ))
+    if record_variant is not None and record_variant not in {r[0] for r in rows}:
+        raise ValueError(f"record_variant {record_variant!r}: expected one of the variants' names "
+                         f"{[r[0] for r in rows]}")
     vcol = F.explode(F.array(*[
         F.struct(F.lit(n).alias("variant"), F.lit(st).cast("string").alias("_strategy"), F.lit(ru).alias("_rule"),
                  F.lit(to).cast("long").alias("_timeout"), F.lit(de).cast("long").alias("_delay"))
@@ -813,9 +837,19 @@ def what_if(
                 F.concat(F.col(_G), F.lit("@"), F.col("_v.variant")).alias(_G), "topic", "partition", "lag")
         else:
             vlags = lags
-    r = simulate(ev, partitions, lags=vlags, history=history, protocol_rule=protocol_rule,
-                 session_timeout_ms=session_timeout_ms,
-                 scheduled_rebalance_max_delay_ms=scheduled_rebalance_max_delay_ms, **options)
+    r, recorded_rows = _replay(
+        ev, partitions, strategy=None, protocol_rule=protocol_rule, session_timeout_ms=session_timeout_ms,
+        scheduled_rebalance_max_delay_ms=scheduled_rebalance_max_delay_ms, lags=vlags,
+        keep_rows=history is not None, max_rounds=max_rounds, validate=validate, **options)
+    if history is not None and recorded_rows is not None:
+        tables = (recorded_rows, r.generations, r.revocations)
+        if record_variant is not None:
+            suffix = f"@{record_variant}"
+            tables = tuple(
+                df.where(F.col(_G).endswith(suffix))
+                .withColumn(_G, F.expr(f"substring({_G}, 1, length({_G}) - {len(suffix)})"))
+                for df in tables)
+        _record(history, *tables, lags_known=r.lags is not None)
     return compare(r, lags=vlags)
 
 

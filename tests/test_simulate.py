@@ -120,9 +120,11 @@ def test_no_common_assignor_at_a_step(spark, tmp_path):
     assert history.history().count() == 0
 
 
-def test_what_if_compares_variants_with_the_lags_of_the_events(spark):
+def test_what_if_compares_variants_with_the_lags_of_the_events(spark, tmp_path):
     """what_if(): the same events under two strategies, one replay; the member lags
-    come from the lag_change events (all partitions 100, then t-2 at 1,000)."""
+    come from the lag_change events (all partitions 100, then t-2 at 1,000). With
+    ``record_variant`` the history holds that variant's generations under the
+    events' own group id (the pipeline's replay and what-if in one replay)."""
     from spark_assign.simulate import what_if
 
     schema = ("group_id string, at long, kind string, member_id string, topics array<string>, "
@@ -134,10 +136,21 @@ def test_what_if_compares_variants_with_the_lags_of_the_events(spark):
         ("g", 30, "lag_change", None, None, None, "t", 2, 1000),
     ], schema)
     parts = spark.createDataFrame([("t", i) for i in range(3)], "topic string, partition int")
+    history = AssignmentHistory(str(tmp_path / "h"), spark)
     cmp = {r.variant: r for r in what_if(
-        events, parts, [{"name": "range", "strategy": "range"}, {"name": "rr", "strategy": "roundrobin"}]).collect()}
+        events, parts, [{"name": "range", "strategy": "range"}, {"name": "rr", "strategy": "roundrobin"}],
+        history=history, record_variant="rr").collect()}
     assert {v: (r.group_id, r.rebalances, r.partitions_moved, r.max_min_partitions) for v, r in cmp.items()} == {
         "range": ("g", 2, 1, 1), "rr": ("g", 2, 1, 1)}
     # range: a [t-0, t-1] = 200, b [t-2] = 1,000; roundrobin: a [t-0, t-2] = 1,100, b [t-1] = 100
     assert (cmp["range"].max_member_lag, cmp["range"].mean_member_lag) == (1000, 600.0)
     assert (cmp["rr"].max_member_lag, cmp["rr"].mean_member_lag) == (1100, 600.0)
+    # recorded: the roundrobin variant only, as group "g", one generation per rebalance round
+    gens = [(r.group_id, r.generation, r.strategy) for r in history.history().orderBy("generation").collect()]
+    assert gens == [("g", 1, "roundrobin"), ("g", 2, "roundrobin")] and cmp["rr"].rounds == 2
+    final = {(r.member_id, r.partition) for r in history.assignments("g").where("generation = 2").collect()}
+    assert final == {("a", 0), ("a", 2), ("b", 1)}
+    assert [(r.group_id, r.generation) for r in simulation_table(history).orderBy("generation").collect()] == [
+        ("g", 1), ("g", 2)]
+    with pytest.raises(ValueError, match="record_variant 'nope'"):
+        what_if(events, parts, [{"name": "range"}], history=history, record_variant="nope")
