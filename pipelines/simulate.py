@@ -85,11 +85,14 @@ def run(config: dict, spark: SparkSession | None = None) -> dict:
         main = {"strategy": config.get("strategy"), **settings}
         recorded = next((str(v["name"]) for v in variants
                          if {k: v.get(k, d) for k, d in main.items()} == main), None)
-        if recorded is None:
+        hidden = recorded is None
+        if hidden:
             recorded = "_scenario"
             variants.append({"name": recorded, **main})
         comparison = what_if(events, partitions, variants, history=history, record_variant=recorded, **settings)
-        comparison = comparison.where(F.col("variant") != "_scenario").orderBy("group_id", "variant")
+        if hidden:
+            comparison = comparison.where(F.col("variant") != recorded)
+        comparison = comparison.orderBy("group_id", "variant")
         comparison = comparison.localCheckpoint(eager=True)
         logging.info("simulated with %d what-if variant(s) in %.1f s", len(variants), time.time() - t0)
     else:
