@@ -180,18 +180,31 @@ def member_protocols(
     )
 
 
+def protocol_columns(rule: Column) -> tuple[Column, Column]:
+    """The member's protocol and its group's, as columns over members (``assignors``)
+    joined with their group's selected ``assignor``, under ``rule`` (a column of
+    ``static`` / ``dynamic``): static from the member's own list, dynamic from the
+    selected assignor; the group follows COOPERATIVE only when every member does
+    (one window over ``group_id``).
+
+    >>> member, group = protocol_columns(F.lit("static"))  # doctest: +SKIP
+    """
+    static, selected = member_protocol(canonical_assignors("assignors")), assignor_protocol("assignor")
+    dyn = rule == "dynamic"
+    all_coop = F.min((static == COOPERATIVE).cast("int")).over(Window.partitionBy("group_id")) == 1
+    return F.when(dyn, selected).otherwise(static), F.when(dyn | all_coop, selected).otherwise(F.lit(EAGER))
+
+
 def group_protocols(
     members: DataFrame, selection: DataFrame | None = None, *, protocol_rule: str = "static"
 ) -> DataFrame:
     """Per group: the selected assignor, its votes and the protocol the rebalance
     follows: ``group_id, assignor, votes, protocol`` (COOPERATIVE only when every
     member follows COOPERATIVE)."""
-    sel = selection if selection is not None else select_assignor(members)
-    mp = member_protocols(members, sel, protocol_rule=protocol_rule)
-    g = mp.groupBy("group_id").agg(
-        F.min(F.when(F.col("protocol") == COOPERATIVE, 1).otherwise(0)).alias("_all_coop")
-    )
-    return sel.join(g, "group_id").select(
-        "group_id", "assignor", "votes",
-        F.when(F.col("_all_coop") == 1, F.lit(COOPERATIVE)).otherwise(F.lit(EAGER)).alias("protocol"),
-    )
+    if protocol_rule not in PROTOCOL_RULES:
+        raise ValueError(f"unknown protocol_rule {protocol_rule!r}: expected one of {PROTOCOL_RULES}")
+    m = normalize_members(members)
+    sel = selection if selection is not None else select_assignor(m)
+    _, group = protocol_columns(F.lit(protocol_rule))
+    return m.join(sel.select("group_id", "assignor", "votes"), "group_id").select(
+        "group_id", "assignor", "votes", group.alias("protocol")).distinct()

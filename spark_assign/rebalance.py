@@ -34,7 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from .assign import assign, strategy_name
@@ -46,10 +46,8 @@ from .protocol import (
     COOPERATIVE,
     EAGER,
     PROTOCOL_RULES,
-    assignor_protocol,
-    canonical_assignors,
     check_common_assignor,
-    member_protocol,
+    protocol_columns,
     select_assignor,
 )
 
@@ -171,18 +169,10 @@ def rebalance(
         m = m.join(rules, _G)
     else:
         m = m.withColumn("_rule", F.lit(protocol_rule))
-    # each member's protocol under its group's rule, and the group's (COOPERATIVE only when
-    # every member follows it): static from the member's own list, dynamic from the selected
-    # assignor (member_protocols / group_protocols, as columns over one join and one window)
-    dyn = F.col("_rule") == "dynamic"
-    static, selected = member_protocol(canonical_assignors("assignors")), assignor_protocol("assignor")
-    m = (
-        m.join(select_assignor(m, validate=False), _G)
-        .withColumn("_all_coop", F.min((static == COOPERATIVE).cast("int")).over(Window.partitionBy(_G)))
-        .withColumn("_proto", F.when(dyn, selected).otherwise(static))
-        .withColumn("_gproto", F.when(dyn | (F.col("_all_coop") == 1), selected).otherwise(F.lit(EAGER)))
-        .drop("_all_coop")
-    )
+    # each member's protocol under its group's rule, and the group's (one join, one window)
+    member_proto, group_proto = protocol_columns(F.col("_rule"))
+    m = m.join(select_assignor(m, validate=False), _G).withColumn("_proto", member_proto).withColumn(
+        "_gproto", group_proto)
     # under EAGER every member gave up everything before the assignment, so no partition
     # is still held by another member: cooperative-sticky assigns like sticky (the
     # previous assignment is still its memory) and withholds nothing

@@ -546,7 +546,8 @@ def _replay(events: DataFrame, partitions: DataFrame, *, strategy, protocol_rule
                 _G, "member_id", "group_instance_id", "topic", "partition",
                 (F.col("at") + F.col("_delay")).alias("deadline")))
         )
-        owned_now = stay.unionByName(inherited).unionByName(back)  # read by the stored state below
+        # a lazy plan over stored state, read by the rebalance's members and by the stored owned state
+        owned_now = stay.unionByName(inherited).unionByName(back)
         if any_delay:
             held = materialize_state(held.join(sk.select(_G), _G, "left_anti").unionByName(new_held))
         # 4. which groups rebalance: the events call for it, or partitions were released
