@@ -1,9 +1,22 @@
-"""The rebalance job: one generation for every consumer group in the input.
+"""The rebalance job: one full rebalance of every consumer group in the input.
 
-Reads members and partitions (and optional lags), assigns the partitions of
-every group with one strategy, records the generation in the Delta history
-(:class:`spark_assign.history.AssignmentHistory`) and prints a per-group
-summary.
+Reads members and partitions (and optional lags) and runs
+:func:`spark_assign.rebalance` over every group: the assignor Kafka would select
+from the members' ``assignors`` (or ``--strategy`` for all), EAGER or COOPERATIVE
+by the protocol rule, and rounds until nothing is pending, each round a generation
+recorded in the Delta history (:class:`spark_assign.history.AssignmentHistory`).
+Prints a per-group summary: rounds, moved, revoked and lost.
+
+Where the members' owned partitions come from (``--owned-from``):
+
+* ``history``: each member's partitions in its group's latest recorded generation
+  (:func:`spark_assign.ownership.owned_from_history`: by ``member_id``, static
+  members by ``group_instance_id``); members gone from the input have departed,
+  their partitions ``revoked`` (``--departed leave``) or ``lost`` (``crash``);
+* ``input``: the input's own ``owned`` / ``generation`` columns;
+* ``none``: a fresh assignment;
+* ``auto`` (default): ``input`` when the members input has an ``owned`` or
+  ``generation`` column, else ``history`` (a membership export).
 
 Runs locally, under spark-submit, or as a Databricks Python task::
 
@@ -18,8 +31,11 @@ array columns natively; CSV needs a header, array cells separated by ``;``
 (``topics``: ``orders;payments``) and ``owned`` as ``topic:partition;...``.
 Lags: ``group_id, topic, partition, lag``.
 
-Flags override the YAML config. ``--generation N`` records generation N for
-every group; re-running with the same N leaves exactly one copy.
+Flags override the YAML config. Generations follow the history's rule (the
+group's highest generation so far + 1, then one per round). ``--generation N``
+makes the first round generation N for every group, with ownership from the
+latest generation below N: re-running with the same N and input leaves exactly one
+copy of each round.
 """
 
 from __future__ import annotations
@@ -34,20 +50,27 @@ if __package__ in (None, ""):  # run as a script from a checkout without install
 
 import yaml
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
-from spark_assign.assign import assign, strategy_name
+from spark_assign.assign import strategy_name
 from spark_assign.errors import SparkAssignError
 from spark_assign.history import AssignmentHistory
 from spark_assign.inputs import diagnostics
-from spark_assign.properties import check_assignment
+from spark_assign.ownership import DEPARTURES, owned_from_history
+from spark_assign.protocol import PROTOCOL_RULES
+from spark_assign.rebalance import rebalance
 from spark_assign.storage import read_input
 
 DEFAULTS: dict[str, Any] = {
     "inputs": {"members": None, "partitions": None, "lags": None, "format": None},
-    "strategy": "range",
+    "strategy": None,
     "options": {},
     "history": "out/history",
     "generation": None,
+    "owned_from": "auto",
+    "departed": "leave",
+    "protocol_rule": "static",
+    "max_rounds": 5,
     "check": False,
     "spark_conf": None,
 }
@@ -55,10 +78,13 @@ DEFAULTS: dict[str, Any] = {
 #: groups listed in the printed summary (the generations table has them all)
 MAX_PRINTED = 50
 
+#: where the members' owned partitions come from
+OWNED_FROM = ("auto", "history", "input", "none")
+
 SUMMARY_COLUMNS = [
-    "group_id", "generation", "strategy", "members", "partitions", "unassigned",
-    "partitions_moved", "min_partitions", "max_partitions", "max_min", "revoked",
-    "total_lag", "max_mean_lag_ratio", "missing_topics", "ignored_owned_claims",
+    "group_id", "first_generation", "generation", "rounds", "strategy", "protocol", "members", "partitions",
+    "unassigned", "partitions_moved", "revoked", "lost", "min_partitions", "max_partitions", "max_min",
+    "total_lag", "max_mean_lag_ratio", "missing_topics", "ignored_owned_claims", "owned_from",
 ]
 
 
@@ -86,12 +112,21 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--format", dest="input_format",
                    choices=["delta", "parquet", "json", "csv", "table"],
                    help="format of every input (default: detected from the names)")
-    p.add_argument("--strategy", help="assignor: range, roundrobin, sticky, cooperative-sticky, lag-aware")
+    p.add_argument("--strategy", help="assignor for every group: range, roundrobin, sticky, cooperative-sticky, "
+                   "lag-aware (default: Kafka's selection from the members' assignors)")
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="strategy option (repeatable), e.g. --option rack_aware=true")
     p.add_argument("--history", help="history location: a folder or a catalog prefix (main.kafka_ops)")
-    p.add_argument("--generation", type=int, help="generation to record for every group "
-                   "(default: each group's latest recorded generation + 1)")
+    p.add_argument("--generation", type=int, help="generation of the first round for every group "
+                   "(default: each group's highest generation so far + 1)")
+    p.add_argument("--owned-from", choices=OWNED_FROM,
+                   help="owned partitions from the history, the input, or none (default auto: the input's "
+                   "owned/generation columns when it has them, else the history)")
+    p.add_argument("--departed", choices=sorted(DEPARTURES),
+                   help="members in the history but not in the input left (revoked, default) or crashed (lost)")
+    p.add_argument("--protocol-rule", choices=PROTOCOL_RULES,
+                   help="EAGER/COOPERATIVE by Kafka's static rule (default) or KIP-726's dynamic rule")
+    p.add_argument("--max-rounds", type=int, help="bound on the rounds of a rebalance (default 5)")
     p.add_argument("--check", action=argparse.BooleanOptionalAction, default=None,
                    help="check the assignment's validity before recording it")
     p.add_argument("--spark-conf", help="Spark settings file (key value lines) for a local session")
@@ -116,7 +151,8 @@ def load_config(args: argparse.Namespace) -> dict[str, Any]:
                       ("input_format", "format")):
         if getattr(args, flag):
             cfg["inputs"][key] = getattr(args, flag)
-    for flag in ("strategy", "history", "generation", "check", "spark_conf"):
+    for flag in ("strategy", "history", "generation", "owned_from", "departed", "protocol_rule", "max_rounds",
+                 "check", "spark_conf"):
         if getattr(args, flag) is not None:
             cfg[flag] = getattr(args, flag)
     for item in args.option:
@@ -131,7 +167,12 @@ def load_config(args: argparse.Namespace) -> dict[str, Any]:
         cfg["spark_conf"] = _resolve(cfg.get("spark_conf"), base)
     if not cfg["inputs"].get("members") or not cfg["inputs"].get("partitions"):
         raise SystemExit("members and partitions inputs are required (--members/--partitions or inputs: in --config)")
-    cfg["strategy"] = strategy_name(cfg["strategy"])
+    if cfg["strategy"] is not None:
+        cfg["strategy"] = strategy_name(cfg["strategy"])
+    for key, choices in (("owned_from", OWNED_FROM), ("departed", tuple(DEPARTURES)),
+                         ("protocol_rule", PROTOCOL_RULES)):
+        if cfg[key] not in choices:
+            raise SystemExit(f"{key}: expected one of {list(choices)}, found {cfg[key]!r}")
     return cfg
 
 
@@ -164,32 +205,71 @@ def get_session(spark_conf: str | None) -> SparkSession:
                          driver_memory=memory, extra=settings)
 
 
+def owned_source(setting: str, members: DataFrame) -> str:
+    """``history``, ``input`` or ``none``: ``auto`` is ``input`` when the members input
+    carries ``owned`` or ``generation``, else ``history``."""
+    if setting != "auto":
+        return setting
+    return "input" if {"owned", "generation"} & set(members.columns) else "history"
+
+
 def run(cfg: dict[str, Any], spark: SparkSession) -> DataFrame:
-    """One rebalance of every group; returns the per-group summary DataFrame."""
+    """One full rebalance of every group; returns the per-group summary DataFrame."""
     inputs = cfg["inputs"]
     fmt = inputs.get("format")
     members = read_input(spark, inputs["members"], fmt)
     partitions = read_input(spark, inputs["partitions"], fmt)
     lags = read_input(spark, inputs["lags"], fmt) if inputs.get("lags") else None
-    strategy = cfg["strategy"]
-
-    assignment = assign(members, partitions, strategy, lags=lags, **(cfg.get("options") or {}))
-    if cfg.get("check"):
-        cooperative = strategy == "cooperative-sticky"
-        assignment = check_assignment(assignment, members, partitions, balance=None, cooperative=cooperative)
-
     history = AssignmentHistory(cfg["history"], spark)
-    recorded = history.record(assignment, members=members, partitions=partitions, strategy=strategy,
-                              generation=cfg.get("generation"), lags=lags)
+
+    source = owned_source(cfg["owned_from"], members)
+    departed = None
+    rebalancing = members
+    if source == "history":
+        carried = owned_from_history(members, history, departed=cfg["departed"],
+                                     before_generation=cfg.get("generation"))
+        rebalancing, departed = carried.members, carried.departed
+    elif source == "none":
+        rebalancing = members.drop(*[c for c in ("owned", "generation", "protocol") if c in members.columns])
+    result = rebalance(
+        rebalancing, partitions, lags=lags, history=history, protocol_rule=cfg["protocol_rule"],
+        strategy=cfg.get("strategy"), max_rounds=int(cfg["max_rounds"]), departed=departed,
+        first_generation=cfg.get("generation"), check=bool(cfg.get("check")), **(cfg.get("options") or {}))
+    return summarize(history, result.summary, members, partitions, source)
+
+
+def summarize(history: AssignmentHistory, summary: DataFrame, members: DataFrame, partitions: DataFrame,
+              source: str) -> DataFrame:
+    """Per group: the rebalance's rounds with their totals (moved, revoked, lost: from
+    :class:`~spark_assign.rebalance.RebalanceResult`'s summary), and the balance and lag
+    columns of its last round's recorded generation."""
+    rounds = summary.groupBy("group_id").agg(
+        F.min("generation").alias("first_generation"), F.max("generation").alias("generation"),
+        F.count("*").alias("rounds"), F.max_by("assignor", "round").alias("strategy"),
+        F.lower(F.max_by("protocol", "round")).alias("protocol"),
+        *[F.sum(c).alias(n) for c, n in (("moved", "partitions_moved"), ("revoked", "revoked"), ("lost", "lost"))])
+    gens = history.history().join(summary.select("group_id", "generation"), ["group_id", "generation"], "left_semi")
+    last = gens.join(rounds.select("group_id", "generation"), ["group_id", "generation"], "left_semi").select(
+        "group_id", "members", "partitions", "unassigned", "min_partitions", "max_partitions", "max_min",
+        "total_lag", "max_mean_lag_ratio")
+    first = gens.join(rounds.select("group_id", F.col("first_generation").alias("generation")),
+                      ["group_id", "generation"], "left_semi").select("group_id", "ignored_owned_claims")
     diag = diagnostics(members, partitions).select("group_id", "missing_topics")
-    return recorded.join(diag, "group_id", "left").select(*SUMMARY_COLUMNS).orderBy("group_id")
+    return (
+        rounds.join(last, "group_id").join(first, "group_id").join(diag, "group_id", "left")
+        .withColumn("owned_from", F.lit(source)).select(*SUMMARY_COLUMNS).orderBy("group_id")
+    )
 
 
 def print_summary(summary: DataFrame, cfg: dict[str, Any]) -> None:
     rows = summary.limit(MAX_PRINTED + 1).collect()  # one row per group
     total = summary.count() if len(rows) > MAX_PRINTED else len(rows)
-    print(f"recorded {total} group(s) with strategy {cfg['strategy']} in {cfg['history']}")
-    header = f"{'group_id':<24} {'gen':>4} {'members':>7} {'parts':>6} {'moved':>6} {'min':>4} {'max':>4} {'revoked':>7} {'lag':>8}  notes"
+    source = rows[0].owned_from if rows else cfg["owned_from"]
+    chosen = cfg["strategy"] or "the members' assignors (Kafka's selection)"
+    print(f"rebalanced {total} group(s) with {chosen}, owned partitions from the {source}, "
+          f"recorded in {cfg['history']}")
+    header = (f"{'group_id':<22} {'gens':>9} {'rounds':>6} {'strategy':<18} {'protocol':<11} {'members':>7} "
+              f"{'parts':>5} {'moved':>5} {'revoked':>7} {'lost':>4} {'min':>3} {'max':>3} {'lag':>7}  notes")
     print(header)
     print("-" * len(header))
     for r in rows[:MAX_PRINTED]:
@@ -200,11 +280,11 @@ def print_summary(summary: DataFrame, cfg: dict[str, Any]) -> None:
             notes.append(f"ignored owned claims: {r.ignored_owned_claims}")
         if r.unassigned:
             notes.append(f"unassigned: {r.unassigned}")
-        moved = "-" if r.partitions_moved is None else r.partitions_moved
-        revoked = "-" if r.revoked is None else r.revoked
+        gens = str(r.generation) if r.rounds == 1 else f"{r.first_generation}-{r.generation}"
         lag = "-" if r.total_lag is None else r.total_lag
-        print(f"{r.group_id:<24} {r.generation:>4} {r.members:>7} {r.partitions:>6} {moved!s:>6} "
-              f"{r.min_partitions:>4} {r.max_partitions:>4} {revoked!s:>7} {lag!s:>8}  {'; '.join(notes)}")
+        print(f"{r.group_id:<22} {gens:>9} {r.rounds:>6} {r.strategy:<18} {r.protocol:<11} {r.members:>7} "
+              f"{r.partitions:>5} {r.partitions_moved:>5} {r.revoked:>7} {r.lost:>4} {r.min_partitions:>3} "
+              f"{r.max_partitions:>3} {lag!s:>7}  {'; '.join(notes)}")
     if total > MAX_PRINTED:
         print(f"... and {total - MAX_PRINTED} more group(s): see the generations table")
 

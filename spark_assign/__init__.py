@@ -22,6 +22,7 @@ from .history import AssignmentHistory
 from .inputs import diagnostics
 from .lags import compare_strategies, lag_balance, lag_report, partition_lags
 from .owned import resolve_owned
+from .ownership import CarriedOwnership, owned_from_history
 from .properties import (
     balance_violations,
     check_assignment,
@@ -60,6 +61,8 @@ __all__ = [
     "run_analytics",
     "read_input",
     "resolve_owned",
+    "owned_from_history",
+    "CarriedOwnership",
     "revocations",
     "member_loads",
     "check_assignment",

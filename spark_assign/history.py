@@ -1,4 +1,4 @@
-"""The generation history: every recorded rebalance, in three Delta tables.
+"""The generation history: every recorded rebalance, in Delta tables.
 
 ``AssignmentHistory(location)`` keeps, under ``location`` (a folder, or a
 catalog prefix such as ``main.kafka_ops`` when Spark has Delta configured):
@@ -12,9 +12,20 @@ catalog prefix such as ``main.kafka_ops`` when Spark has Delta configured):
     kind`` (``'revoked'``: owned before, assigned elsewhere or not at all now;
     ``'lost'``: lost without a revocation, as the caller reports), plus
     ``record_id, recorded_at``.
+``members``
+    who was in the group at each generation: ``group_id, generation, member_id,
+    group_instance_id, rack, topics, assignors, protocol`` (members holding no
+    partition too), recorded when the call gives its members; a later rebalance
+    takes each member's owned partitions from here (:mod:`spark_assign.ownership`).
 ``generations``
     one row per group per generation, with the summary a dashboard needs (see
     :data:`GENERATIONS_SCHEMA`). It is the commit marker of the history.
+
+**Generation numbers**, one rule everywhere (``assign`` records, ``rebalance()``,
+``simulate()``, the pipelines): a group's next generation is one more than the
+highest it has had, the latest recorded here or its members' own ``generation``,
+whichever is higher (1 for a new group); round *r* of a rebalance is that plus
+*r* - 1.
 
 Atomicity: one :meth:`AssignmentHistory.record` (or ``record_generations``) call makes one Delta commit per
 table, ``assignments`` and ``revocations`` first and ``generations`` last. Every
@@ -45,90 +56,24 @@ from datetime import datetime, timezone
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from .assign import ALIASES
 from .errors import HistoryError
+from .history_tables import (  # noqa: F401  (re-exported: the schemas are part of the history's API)
+    ASSIGNMENTS_SCHEMA,
+    COOPERATIVE_STRATEGIES,
+    GENERATIONS_SCHEMA,
+    MEMBER_ROW,
+    MEMBERS_SCHEMA,
+    REVOCATIONS_SCHEMA,
+    TABLES,
+)
 from .inputs import ignored_claims, normalize_members, normalize_partitions
 from .properties import revocations as owned_revocations
 from .properties import subscribed_partitions
 from .recording import GENERATION_META, KEY, PAIR, TP, write_generations
 from .recording import record_id  # noqa: F401  (re-exported: history.record_id)
 from .storage import DeltaStore, choose_backend, is_path
-
-
-ASSIGNMENTS_SCHEMA = T.StructType([
-    T.StructField("group_id", T.StringType()),
-    T.StructField("generation", T.IntegerType()),
-    T.StructField("member_id", T.StringType()),
-    T.StructField("topic", T.StringType()),
-    T.StructField("partition", T.IntegerType()),
-    T.StructField("strategy", T.StringType()),
-    T.StructField("protocol", T.StringType()),
-    T.StructField("round", T.IntegerType()),
-    T.StructField("lag", T.LongType()),
-    T.StructField("record_id", T.StringType()),
-    T.StructField("recorded_at", T.TimestampType()),
-])
-
-REVOCATIONS_SCHEMA = T.StructType([
-    T.StructField("group_id", T.StringType()),
-    T.StructField("generation", T.IntegerType()),
-    T.StructField("member_id", T.StringType()),
-    T.StructField("topic", T.StringType()),
-    T.StructField("partition", T.IntegerType()),
-    T.StructField("kind", T.StringType()),
-    T.StructField("record_id", T.StringType()),
-    T.StructField("recorded_at", T.TimestampType()),
-])
-
-#: ``generations``: one row per group per recorded generation.
-#:
-#: ``previous_generation``: the group's latest generation recorded before this
-#: one (null for its first); ``partitions_moved``: partitions assigned in both
-#: generations to different members (null without a previous generation);
-#: ``members`` counts members with no partition too when ``members`` was given;
-#: ``unassigned``: subscribed partitions left unassigned (a cooperative round's
-#: transferring partitions; null unless members and partitions were given);
-#: ``min_partitions``/``max_partitions``/``max_min``: partitions per member;
-#: ``revoked``/``lost``: rows in ``revocations`` (null when unknown);
-#: lag columns are null when no lag is known for the group's assigned partitions
-#: (members without partitions count as lag 0); ``max_mean_lag_ratio`` is
-#: ``max_member_lag / mean_member_lag`` (null when the mean is 0);
-#: ``ignored_owned_claims``: owned claims on partitions missing from the
-#: metadata (null unless members and partitions were given).
-GENERATIONS_SCHEMA = T.StructType([
-    T.StructField("group_id", T.StringType()),
-    T.StructField("generation", T.IntegerType()),
-    T.StructField("previous_generation", T.IntegerType()),
-    T.StructField("strategy", T.StringType()),
-    T.StructField("protocol", T.StringType()),
-    T.StructField("round", T.IntegerType()),
-    T.StructField("members", T.LongType()),
-    T.StructField("partitions", T.LongType()),
-    T.StructField("unassigned", T.LongType()),
-    T.StructField("partitions_moved", T.LongType()),
-    T.StructField("min_partitions", T.LongType()),
-    T.StructField("max_partitions", T.LongType()),
-    T.StructField("max_min", T.LongType()),
-    T.StructField("revoked", T.LongType()),
-    T.StructField("lost", T.LongType()),
-    T.StructField("total_lag", T.LongType()),
-    T.StructField("max_member_lag", T.LongType()),
-    T.StructField("mean_member_lag", T.DoubleType()),
-    T.StructField("max_mean_lag_ratio", T.DoubleType()),
-    T.StructField("ignored_owned_claims", T.LongType()),
-    T.StructField("record_id", T.StringType()),
-    T.StructField("recorded_at", T.TimestampType()),
-])
-
-TABLES = {
-    "assignments": ASSIGNMENTS_SCHEMA,
-    "revocations": REVOCATIONS_SCHEMA,
-    "generations": GENERATIONS_SCHEMA,
-}
-
-COOPERATIVE_STRATEGIES = ("cooperative-sticky",)
 
 
 class AssignmentHistory:
@@ -190,6 +135,12 @@ class AssignmentHistory:
         if kind is not None:
             df = df.where(F.col("kind") == kind)
         return df
+
+    def members(self, group_id: str | None = None) -> DataFrame:
+        """The recorded members of every generation (:data:`MEMBERS_SCHEMA`), of one
+        group if given; generations recorded without their members have no rows."""
+        df = self._committed("members")
+        return df if group_id is None else df.where(F.col("group_id") == group_id)
 
     def generation(self, group_id: str, n: int) -> DataFrame:
         """The assignment rows of generation ``n`` of ``group_id``."""
@@ -264,9 +215,11 @@ class AssignmentHistory:
 
         All groups of the call are recorded, or none. ``generation``: an int for
         every group, a DataFrame ``group_id, generation``, or None for the group's
-        latest recorded generation + 1 (1 for a new group). ``members`` /
-        ``partitions`` (the rebalance's inputs) add members without partitions,
-        revocations from owned partitions, unassigned and ignored-claim counts.
+        next generation (the module's rule: one more than the higher of its latest
+        recorded generation and its members' ``generation``; 1 for a new group).
+        ``members`` / ``partitions`` (the rebalance's inputs) add members without
+        partitions, revocations from owned partitions, unassigned and ignored-claim
+        counts, and the members' rows of the ``members`` table.
         ``revoked`` / ``lost``: ``group_id, member_id, topic, partition`` rows
         (``revoked`` defaults to owned minus assigned when ``members`` is given).
         ``lags``: ``group_id, topic, partition, lag``. ``protocol`` defaults to
@@ -330,10 +283,15 @@ class AssignmentHistory:
                 ).distinct().withColumn("kind", F.lit(kind))
                 rev = rows if rev is None else rev.unionByName(rows)
         with_gen = lambda df: df.join(pairs, "group_id")  # noqa: E731
+        member_rows = None
+        if m is not None:
+            member_rows = with_gen(m.select(
+                "group_id", "member_id", "group_instance_id", "rack", "topics", "assignors",
+                F.lit(protocol).alias("protocol")))
         return write_generations(
             self, with_gen(a), meta, revocations=with_gen(rev) if rev is not None else None,
-            revoked_known=revoked is not None, lost_known=lost is not None, lags_known=lags is not None,
-            one_per_group=True, label=strategy)
+            members=member_rows, revoked_known=revoked is not None, lost_known=lost is not None,
+            lags_known=lags is not None, one_per_group=True, label=strategy)
 
     def record_generations(
         self,
@@ -341,6 +299,7 @@ class AssignmentHistory:
         generations: DataFrame,
         *,
         revocations: DataFrame | None = None,
+        members: DataFrame | None = None,
         lags_known: bool = False,
     ) -> DataFrame:
         """Record any number of generations of any number of groups in one commit per
@@ -353,7 +312,8 @@ class AssignmentHistory:
         ``ignored_owned_claims``. ``revocations``: ``group_id, generation, member_id,
         topic, partition, kind`` (``revoked`` or ``lost``); when given, the
         generations' ``revoked`` and ``lost`` counts are known (0 without rows).
-        ``lags_known``: the ``lag`` column holds the partitions' lags.
+        ``members``: the members of each generation (:data:`~spark_assign.history_tables.MEMBER_ROW`), for the
+        ``members`` table. ``lags_known``: the ``lag`` column holds the partitions' lags.
         Idempotent like :meth:`record`: generations already recorded with the same
         assignment are skipped. Returns their ``generations`` rows.
 
@@ -367,7 +327,7 @@ class AssignmentHistory:
         g = g.select(*GENERATION_META)
         known = revocations is not None
         return write_generations(
-            self, a, g, revocations=revocations, revoked_known=known, lost_known=known,
+            self, a, g, revocations=revocations, members=members, revoked_known=known, lost_known=known,
             lags_known=lags_known, label=None)
 
     def _pairs(self, a: DataFrame, m: DataFrame | None, generation) -> DataFrame:
@@ -379,7 +339,10 @@ class AssignmentHistory:
             groups = groups.unionByName(m.select("group_id"))
         groups = groups.where(F.col("group_id").isNotNull()).distinct()
         if generation is None:
-            top = self._raw("generations").groupBy("group_id").agg(F.max("generation").alias("_top"))
+            top = self._raw("generations").select("group_id", "generation")
+            if m is not None:
+                top = top.unionByName(m.select("group_id", "generation"))
+            top = top.groupBy("group_id").agg(F.max("generation").alias("_top"))
             return groups.join(top, "group_id", "left").select(
                 "group_id", (F.coalesce("_top", F.lit(0)) + 1).cast("int").alias("generation"))
         if isinstance(generation, bool) or not isinstance(generation, (int, DataFrame)):

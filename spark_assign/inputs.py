@@ -222,7 +222,7 @@ def _partition_problems(partitions: DataFrame, repeating: DataFrame) -> DataFram
     return bad.unionByName(dupes)
 
 
-def validate_inputs(members: DataFrame, partitions: DataFrame) -> DataFrame:
+def validate_inputs(members: DataFrame, partitions: DataFrame, *, common_assignor: bool = False) -> DataFrame:
     """Check normalized members and partitions; raise :class:`InvalidMembersError`
     (:func:`member_problems`) or :class:`InvalidPartitionsError` (a null topic or
     partition, a negative partition, a topic partition listed twice), naming the
@@ -234,7 +234,9 @@ def validate_inputs(members: DataFrame, partitions: DataFrame) -> DataFrame:
     with the flags of the partitions' per-topic summary, whose last stage that action
     computes and stores (a lazy checkpoint: under adaptive execution the summary's
     shuffles run when it is defined); the offending rows are looked up only when
-    there are some.
+    there are some. ``common_assignor``: the same action also checks that the members
+    of each group share an assignor (:class:`NoCommonAssignorError`, as
+    :func:`spark_assign.protocol.check_common_assignor` does).
 
     >>> sizes = validate_inputs(normalize_members(members), normalize_partitions(partitions))  # doctest: +SKIP
     """
@@ -243,12 +245,21 @@ def validate_inputs(members: DataFrame, partitions: DataFrame) -> DataFrame:
     summary = materialize(_topic_summary(partitions), eager=False)
     flags = member_problems(members).select(F.lit("members").alias("_input")).unionByName(
         summary.where(F.col("_bad") | F.col("_repeats")).select(F.lit("partitions").alias("_input")))
+    if common_assignor:
+        from .protocol import disagreements
+
+        flags = flags.unionByName(disagreements(members).select(F.lit("assignors").alias("_input")))
     found = flags.agg(  # one row of flags, never the rows themselves
         F.bool_or(F.col("_input") == "members").alias("members"),
         F.bool_or(F.col("_input") == "partitions").alias("partitions"),
+        F.bool_or(F.col("_input") == "assignors").alias("assignors"),
     ).first()
     if found["members"]:
         raise_if_rows(member_problems(members), InvalidMembersError, "invalid members")
+    if found["assignors"]:
+        from .protocol import check_common_assignor
+
+        check_common_assignor(members)
     if found["partitions"]:
         repeating = summary.where(F.col("_repeats")).select("topic")
         raise_if_rows(_partition_problems(partitions, repeating), InvalidPartitionsError, "invalid partitions")

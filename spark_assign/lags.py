@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from .errors import InvalidLagsError, MissingColumnError, raise_if_rows

@@ -97,20 +97,21 @@ def claim_outcome() -> dict[str, Column]:
     }
 
 
-def partition_claims(members: DataFrame, partitions: DataFrame) -> DataFrame:
+def partition_claims(members: DataFrame, partitions: DataFrame, *, subscribed_only: bool = True) -> DataFrame:
     """Per claimed partition, who holds it now: ``group_id, topic, partition,
     member_id, generation, contested``. ``member_id`` is the claimant at the
     partition's highest generation (the smallest member id when several claim it
-    there: then ``contested`` is true and nobody owns it).
+    there: then ``contested`` is true and nobody owns it). ``subscribed_only``: only
+    claims on topics the member subscribes to (False: every listed partition, as
+    the owner before a rebalance in which a member dropped a topic).
 
     One hash aggregation of long keys per partition (:func:`claim_aggregates`).
     """
     ranked = member_ranks(members)
-    claims = (
-        owned_claims(ranked, "m_rank")
-        .join(subscriptions(members), ["group_id", "member_id", "topic"], "left_semi")
-        .join(partitions.select("topic", "partition"), ["topic", "partition"], "left_semi")
-    )
+    claims = owned_claims(ranked, "m_rank")
+    if subscribed_only:
+        claims = claims.join(subscriptions(members), ["group_id", "member_id", "topic"], "left_semi")
+    claims = claims.join(partitions.select("topic", "partition"), ["topic", "partition"], "left_semi")
     out = claim_outcome()
     agg = claims.groupBy("group_id", "topic", "partition").agg(*claim_aggregates("generation", "m_rank"))
     return agg.select(
@@ -143,13 +144,14 @@ def without_transfers(assignment: DataFrame, claims: DataFrame) -> DataFrame:
     )
 
 
-def resolve_owned(members: DataFrame, partitions: DataFrame) -> DataFrame:
-    """The honoured owned partitions: one owner per partition at most.
+def resolve_owned(members: DataFrame, partitions: DataFrame, *, subscribed_only: bool = True) -> DataFrame:
+    """The honoured owned partitions: one owner per partition at most
+    (``subscribed_only`` as in :func:`partition_claims`).
 
     Columns: ``group_id, member_id, topic, partition, generation``.
 
     >>> resolve_owned(members, partitions).where("group_id = 'g1'").show()  # doctest: +SKIP
     """
-    return partition_claims(members, partitions).where(~F.col("contested")).select(
+    return partition_claims(members, partitions, subscribed_only=subscribed_only).where(~F.col("contested")).select(
         "group_id", "member_id", "topic", "partition", "generation"
     )

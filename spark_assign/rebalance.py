@@ -22,11 +22,14 @@ A rebalance is:
    one distributed step over every group still pending; cooperative rounds
    converge after one follow-up, ``max_rounds`` bounds the loop.
 
-Every round is a generation: the group's highest member generation (0 when
-no member has one, as a new Kafka group) plus the round number, recorded
-in ``history`` when one is given (every round in one commit per table). ``moved`` counts the partitions a round hands
-to a member other than their owner before the rebalance (a partition revoked in
-round 1 and handed over in round 2 moves in round 2).
+Every round is a generation, numbered by the history's rule
+(:mod:`spark_assign.history`): round *r* is the group's highest generation so far,
+the latest recorded in ``history`` (when given) or its members' highest
+``generation``, whichever is higher (0 for a new group), plus *r*. The rounds are recorded in ``history`` when one
+is given (every round in one commit per table). ``moved`` counts the partitions a
+round hands to a member other than their owner before the rebalance (a partition
+revoked in round 1 and handed over in round 2 moves in round 2; a departed
+member's partitions move when another member gets them).
 """
 
 from __future__ import annotations
@@ -38,15 +41,15 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from .assign import assign, strategy_name
+from .errors import AssignmentPropertyError, raise_if_rows
 from .inputs import OWNED_TYPE, ignored_claims, normalize_members, normalize_partitions, validate_inputs
 from .lineage import materialize_state
 from .owned import resolve_owned
-from .properties import subscribed_partitions
+from .properties import cooperative_violations, subscribed_partitions, validity_violations
 from .protocol import (
     COOPERATIVE,
     EAGER,
     PROTOCOL_RULES,
-    check_common_assignor,
     protocol_columns,
     select_assignor,
 )
@@ -124,6 +127,8 @@ def rebalance(
     unavailable: DataFrame | None = None,
     departed: DataFrame | None = None,
     recorded_at: Any = None,
+    first_generation: int | None = None,
+    check: bool = False,
     validate: bool = True,
     **options: Any,
 ) -> RebalanceResult:
@@ -142,7 +147,14 @@ def rebalance(
     revocations. A ``protocol_rule`` column in ``members`` sets the rule per
     group (what-if variants). ``history`` (an :class:`~spark_assign.history.AssignmentHistory`)
     records each round as a generation, all rounds of all groups in one commit per
-    table once the last round is done (:func:`record_rounds`).
+    table once the last round is done (:func:`record_rounds`), with the members of
+    each round. ``first_generation``: the generation of the first round for every
+    group, instead of the rule above (re-running a recorded rebalance records nothing
+    twice). ``check``: before anything is recorded, check every round (each partition
+    at most once, only to a member subscribed to its topic; under COOPERATIVE, never to
+    a member other than its current holder) and each group's final assignment
+    (complete unless still pending at ``max_rounds``); raises
+    :class:`~spark_assign.errors.AssignmentPropertyError` naming the rows (one action).
 
     >>> r = rebalance(members, partitions, protocol_rule="dynamic")  # doctest: +SKIP
     >>> r.summary.show(); r.final.show()                            # doctest: +SKIP
@@ -156,8 +168,7 @@ def rebalance(
     if strategy is not None:
         m = m.withColumn("assignors", F.array(F.lit(strategy_name(strategy))))
     if validate:
-        validate_inputs(m, p)
-        check_common_assignor(m)
+        validate_inputs(m, p, common_assignor=True)  # one action for both checks
     m = materialize_state(m)  # a small leaf: the selection and protocol plans below reuse it many times
     full_p = p
     if unavailable is not None:
@@ -182,14 +193,26 @@ def rebalance(
     # stored by the action that lists the assignors to run (no action of its own)
     m = materialize_state(m, eager=False)
     runs = sorted(r._run for r in m.select("_run").distinct().collect())  # assignor names, not groups
-    # the owner before this rebalance: a partition revoked in one round and handed over
-    # in the next has moved from it
-    first_owner = resolve_owned(normalize_members(m), full_p).select(  # read once per round
+    # the owner before this rebalance (also of a topic it no longer subscribes to): a
+    # partition revoked in one round and handed over in the next has moved from it
+    first_owner = resolve_owned(normalize_members(m), full_p, subscribed_only=False).select(  # read once per round
         _G, *_TP, F.col("member_id").alias("_first"))
-    base = m.groupBy(_G).agg((F.coalesce(F.max("generation"), F.lit(0))).alias("_base"))
+    if departed is not None:  # a departed member's partitions move when someone else gets them
+        first_owner = first_owner.unionByName(
+            departed.select(_G, *_TP, F.col("member_id").alias("_first"))
+            .join(first_owner.select(_G, *_TP), [_G, *_TP], "left_anti"))
+    if first_generation is not None:
+        base = m.select(_G).distinct().withColumn("_base", F.lit(int(first_generation) - 1))
+    else:
+        highest = m.select(_G, "generation")
+        if history is not None:
+            highest = highest.unionByName(history.history().join(m.select(_G).distinct(), _G, "left_semi").select(
+                _G, "generation"))
+        base = highest.groupBy(_G).agg((F.coalesce(F.max("generation"), F.lit(0))).alias("_base"))
     m = m.join(base, _G)
 
-    summaries, assignment_rounds, revocation_rounds = [], [], []
+    summaries, assignment_rounds, revocation_rounds, member_rounds = [], [], [], []
+    problems: list[DataFrame] = []  # with ``check``
     state = m  # members of groups still rebalancing, with their current owned/generation
     rnd = 0
     finals: list[DataFrame] = []
@@ -269,6 +292,15 @@ def rebalance(
         summaries.append(s)
         assignment_rounds.append(a)
         revocation_rounds.append(rev)
+        if check:
+            sm = normalize_members(state)
+            problems.append(validity_violations(a, sm, p).where(F.col("problem") != "unassigned"))
+            coop = state.where(F.col("_gproto") == COOPERATIVE).select(_G).distinct()
+            problems.append(cooperative_violations(a.join(coop, _G, "left_semi"), sm.join(coop, _G, "left_semi"), p))
+        if history is not None:
+            member_rounds.append(state.select(
+                _G, F.col("_gen").alias("generation"), "member_id", "group_instance_id", "rack", "topics",
+                "assignors", F.lower("_gproto").alias("protocol")))
         pending_groups = s.where("pending > 0").select(_G)
         done = state.join(pending_groups, _G, "left_anti").select(_G).distinct()
         finals.append(a.join(done, _G, "left_semi"))
@@ -295,9 +327,14 @@ def rebalance(
         return out
 
     summary = union(summaries)
+    if check:  # each group's final assignment complete, unless still pending at the bound
+        still = summary.where(F.col("round") == rnd).where("pending > 0").select(_G)
+        problems.append(validity_violations(union(finals), normalize_members(m), p).join(still, _G, "left_anti"))
+        raise_if_rows(union(problems), AssignmentPropertyError, "rebalance breaks property checks")
     if history is not None:
         record_rounds(history, union(assignment_rounds), union(revocation_rounds), summary,
-                      ignored=ignored_claims(normalize_members(m), full_p), lags=lags, recorded_at=recorded_at)
+                      ignored=ignored_claims(normalize_members(m), full_p), lags=lags, recorded_at=recorded_at,
+                      members=union(member_rounds))
     final = union(finals).select(_G, "member_id", *_TP)
     last = summary.groupBy(_G).agg(F.max("generation").alias("_lastgen"))
     fo = final.groupBy(_G, "member_id").agg(
@@ -322,11 +359,14 @@ def rebalance(
 
 
 def record_rounds(history, assignments: DataFrame, revocations: DataFrame, summary: DataFrame, *,
-                  ignored: DataFrame | None = None, lags: DataFrame | None = None, recorded_at=None) -> DataFrame:
+                  ignored: DataFrame | None = None, lags: DataFrame | None = None, recorded_at=None,
+                  members: DataFrame | None = None) -> DataFrame:
     """Record every round of every group of a rebalance (:class:`RebalanceResult`'s
     ``assignments``, ``revocations`` and ``summary``) in ``history``: one
     :meth:`~spark_assign.history.AssignmentHistory.record_generations` call, one commit
-    per table. ``ignored``: first-round owned claims outside the metadata per group."""
+    per table. ``ignored``: first-round owned claims outside the metadata per group.
+    ``members``: each round's members (``group_id, generation, member_id,
+    group_instance_id, rack, topics, assignors, protocol``)."""
     from datetime import datetime, timezone
 
     when = recorded_at or datetime.now(timezone.utc)
@@ -344,4 +384,4 @@ def record_rounds(history, assignments: DataFrame, revocations: DataFrame, summa
         a = a.join(lags.select(_G, *_TP, F.col("lag").cast("long")).dropDuplicates([_G, *_TP]), [_G, *_TP], "left")
     return history.record_generations(
         a, gens.drop("_ignored"), revocations=revocations.select(_G, "generation", "member_id", *_TP, "kind"),
-        lags_known=lags is not None)
+        members=members, lags_known=lags is not None)

@@ -10,8 +10,8 @@ the number of groups and generations:
    the pairs already recorded: the number of groups, the pairs that are missing,
    repeated or already recorded, and the record id of the new ones (one row to
    the driver, never the pairs);
-2. the ``assignments`` and ``revocations`` rows, staged (Parquet files written,
-   not yet visible) and committed, then the ``generations`` summary computed
+2. the ``assignments``, ``revocations`` (and, when given, ``members``) rows, staged
+   (Parquet files written, not yet visible) and committed, then the ``generations`` summary computed
    from the staged rows and committed last: the commit marker (see
    :mod:`spark_assign.history`).
 """
@@ -25,6 +25,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from .errors import HistoryError, describe_rows
+from .history_tables import MEMBER_ROW
 
 PAIR = ["group_id", "generation"]
 KEY = ["group_id", "generation", "record_id"]
@@ -137,6 +138,7 @@ def write_generations(
     generations: DataFrame,
     *,
     revocations: DataFrame | None,
+    members: DataFrame | None = None,
     revoked_known: bool,
     lost_known: bool,
     lags_known: bool,
@@ -146,8 +148,10 @@ def write_generations(
     """Record ``generations`` (:data:`GENERATION_META`, one row per recorded
     generation) with their ``assignments`` (``group_id, generation, member_id,
     topic, partition, lag``) and ``revocations`` (``group_id, generation,
-    member_id, topic, partition, kind``) in ``history``'s three tables: one commit
-    per table, idempotent per set of new pairs. Returns the ``generations`` rows of
+    member_id, topic, partition, kind``) and optionally their ``members``
+    (``group_id, generation, member_id, group_instance_id, rack, topics, assignors,
+    protocol``) in ``history``'s tables: one commit per table, idempotent per set of
+    new pairs. Returns the ``generations`` rows of
     the call's pairs (also the ones recorded before: a no-op for those)."""
     flagged, counts, rid = _checked_pairs(history, generations.select(*PAIR), one_per_group=one_per_group)
     if counts["present"]:
@@ -156,12 +160,13 @@ def write_generations(
         # evaluated by the writes below, all before the generations commit that would
         # make these pairs "present"
         new = generations.join(flagged.where(~F.col("_present")).select(*PAIR), PAIR, "left_semi")
-        _write(history, assignments, new, revocations, rid, int(counts["new"]), revoked_known=revoked_known,
-               lost_known=lost_known, lags_known=lags_known, label=label)
+        _write(history, assignments, new, revocations, members, rid, int(counts["new"]),
+               revoked_known=revoked_known, lost_known=lost_known, lags_known=lags_known, label=label)
     return history.history().join(generations.select(*PAIR), PAIR, "left_semi")
 
 
-def _write(history, assignments, new, revocations, rid, n_new, *, revoked_known, lost_known, lags_known, label):
+def _write(history, assignments, new, revocations, members, rid, n_new, *, revoked_known, lost_known, lags_known,
+           label):
     stores = history.stores
     meta = {"record_id": rid, "generations": n_new}
     if label:
@@ -178,7 +183,7 @@ def _write(history, assignments, new, revocations, rid, n_new, *, revoked_known,
         s = store.stage(df)
         return s.rows, s
 
-    # 1. assignments and revocations, committed before the generations (the commit marker)
+    # 1. assignments, revocations and members, committed before the generations (the commit marker)
     a_rows, a_stage = staged("assignments", assignments.join(per_gen, PAIR).select(
         *PAIR, "member_id", *TP, "strategy", "protocol", F.col("round").cast("int").alias("round"),
         F.col("lag").cast("long").alias("lag"), *common))
@@ -187,7 +192,11 @@ def _write(history, assignments, new, revocations, rid, n_new, *, revoked_known,
             [], "group_id string, generation int, member_id string, topic string, partition int, kind string")
     r_rows, r_stage = staged("revocations", revocations.join(per_gen, PAIR).select(
         *PAIR, "member_id", *TP, "kind", *common))
-    for table, s in (("assignments", a_stage), ("revocations", r_stage)):
+    m_stage = None
+    if members is not None:
+        _, m_stage = staged("members", members.join(per_gen.select(*PAIR, "recorded_at"), PAIR).select(
+            *MEMBER_ROW, *common))
+    for table, s in (("assignments", a_stage), ("revocations", r_stage), ("members", m_stage)):
         if s is not None:
             s.commit(app_id=f"spark-assign:{table}:{rid}", metadata=meta)
 

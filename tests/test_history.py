@@ -139,9 +139,18 @@ def test_record_returns_the_generation_rows(recorded):
     assert {r for _, _, r in second} == {record_id([(c.group_id, 2) for c in step_cases(1)])}
 
 
+def test_members_of_each_generation(recorded):
+    """record(members=...) writes who was in the group, members holding nothing too."""
+    expected = sorted((c.group_id, k + 1, m["member_id"], m.get("group_instance_id"))
+                      for k in range(2) for c in step_cases(k) for m in c.members)
+    got = sorted((r.group_id, r.generation, r.member_id, r.group_instance_id)
+                 for r in recorded["history"].members().collect())
+    assert got == expected
+
+
 def test_same_generation_twice_leaves_one_copy_and_one_commit_per_call(recorded):
     loc = recorded["location"]
-    for table in TABLES:
+    for table in (*TABLES, "members"):
         dt = DeltaTable(f"{loc}/{table}")
         # two record() calls wrote; the third (same generation again) was a quiet no-op
         assert len(dt.history()) == 2, table

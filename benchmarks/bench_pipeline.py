@@ -1,0 +1,112 @@
+"""The rebalance pipeline end to end on 10,000 groups x 10 members x 100 partitions (issue #18).
+
+    python benchmarks/bench_pipeline.py [--groups 10000]
+
+Per strategy, two successive pipeline runs into one fresh history, as a platform team runs it
+on membership exports (members and subscriptions only, no owned lists):
+
+1. every group fresh (10 members: 1,000,000 assigned partitions);
+2. one member joins every group: ownership from the history, revocations, and rounds until
+   nothing is pending (cooperative-sticky: two generations).
+
+Each run is ``pipelines/rebalance.py``'s ``main()`` in this process: reading the inputs
+(Parquet), ``rebalance()``, recording every round in the history and printing the summary. The
+Spark session starts once, before the first run (its start is reported apart); the job count
+is the status tracker's, per run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import io
+import tempfile
+import time
+from contextlib import redirect_stdout
+
+from common import ROOT, SparkJobs, _names, session, topics_df, write_results
+from pyspark.sql import functions as F
+
+STRATEGIES = ("range", "sticky", "cooperative-sticky")
+
+
+def _pipeline():
+    spec = importlib.util.spec_from_file_location("rebalance_pipeline", ROOT / "pipelines" / "rebalance.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def write_inputs(spark, folder: str, groups: int, members: int, topics: int, per_topic: int) -> dict[str, str]:
+    """Parquet inputs: the partitions, and the membership exports of both runs."""
+    names = [f"t{i:04d}" for i in range(topics)]
+    paths = {"partitions": f"{folder}/partitions.parquet"}
+    topics_df(spark, topics, per_topic).write.mode("overwrite").parquet(paths["partitions"])
+    for run, count in (("fresh", members), ("join", members + 1)):
+        paths[run] = f"{folder}/members-{run}.parquet"
+        spark.range(groups * count).select(
+            _names("g", F.floor(F.col("id") / count)).alias("group_id"),
+            _names("m", F.col("id") % count).alias("member_id"),
+            F.array(*[F.lit(t) for t in names]).alias("topics"),
+        ).write.mode("overwrite").parquet(paths[run])
+    return paths
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--groups", type=int, default=10_000)
+    ap.add_argument("--members", type=int, default=10)
+    ap.add_argument("--topics", type=int, default=10)
+    ap.add_argument("--partitions-per-topic", type=int, default=10)
+    args = ap.parse_args()
+
+    t0 = time.perf_counter()
+    spark = session()
+    start = time.perf_counter() - t0
+    pipeline = _pipeline()
+    folder = tempfile.mkdtemp(prefix="bench-pipeline-")
+    paths = write_inputs(spark, folder, args.groups, args.members, args.topics, args.partitions_per_topic)
+    rows = []
+    for strategy in STRATEGIES:
+        history = f"{folder}/history-{strategy}"
+        for run in ("fresh", "join"):
+            argv = ["--members", paths[run], "--partitions", paths["partitions"], "--history", history,
+                    "--strategy", strategy]
+            with SparkJobs(spark) as jobs, redirect_stdout(io.StringIO()) as out:
+                t = time.perf_counter()
+                code = pipeline.main(argv)
+                seconds = time.perf_counter() - t
+            assert code == 0, out.getvalue()
+            gens = spark.read.parquet(*_files(history, "generations")).where(
+                F.col("generation") >= (1 if run == "fresh" else 2))
+            summary = gens.agg(F.count("*").alias("g"), F.sum("partitions_moved").alias("moved"),
+                               F.max("round").alias("rounds"), F.sum("partitions").alias("rows")).first()
+            rows.append([
+                f"{args.groups:,} groups x {args.members + (run == 'join')} members x "
+                f"{args.topics * args.partitions_per_topic} partitions, {run}",
+                strategy, f"{seconds:.1f} s", jobs.count, summary.rounds,
+                f"{summary.g:,}", f"{summary.rows:,}", summary.moved if run == "join" else "-",
+            ])
+    write_results(
+        "pipeline", "The rebalance pipeline end to end (issue #18)",
+        ["input", "strategy", "pipeline run", "Spark jobs", "rounds", "generations recorded",
+         "partition rows recorded", "partitions moved"],
+        rows,
+        notes=f"""
+Each run is `pipelines/rebalance.py`'s `main()` in one warm local[2] session (Spark started once,
+in {start:.1f} s, before the first run): Parquet inputs read, ownership from the history
+(`--owned-from auto`: the inputs carry no owned lists), `rebalance()` with `--strategy`, every
+round recorded (one commit per history table), the summary printed. `fresh`: a new history;
+`join`: the next run with one more member in every group. Rows recorded and partitions moved are
+summed over the run's generations.
+""")
+
+
+def _files(history: str, table: str) -> list[str]:
+    from deltalake import DeltaTable
+
+    return DeltaTable(f"{history}/{table}").file_uris()
+
+
+if __name__ == "__main__":
+    main()
