@@ -1,4 +1,4 @@
-"""Benchmark: ``sticky`` and ``cooperative-sticky`` on uniform subscriptions.
+"""Benchmark: ``sticky``, ``cooperative-sticky`` and KIP-848's ``uniform`` on uniform subscriptions.
 
 Cases (the issue's sizes; ``--tiny`` shrinks every case for an end-to-end check):
 
@@ -23,6 +23,9 @@ member and partition and writes them to parquet (timed as spark-assign: best of
     python benchmarks/bench_sticky.py                    # full sizes (the lead runs this)
     python benchmarks/bench_sticky.py --tiny --verify    # end-to-end check at tiny sizes
     python benchmarks/bench_sticky.py --cases joiner_1m --no-peer
+    python benchmarks/bench_sticky.py --strategies uniform --cases joiner_2100 joiner_1m groups_10000 --area uniform
+
+``uniform`` (the broker's assignor, no rack option) has no kafka-python peer.
 """
 
 from __future__ import annotations
@@ -74,7 +77,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", nargs="*", default=list(CASES), choices=list(CASES))
     ap.add_argument("--strategies", nargs="*", default=["sticky", "cooperative-sticky"],
-                    choices=["sticky", "cooperative-sticky"])
+                    choices=["sticky", "cooperative-sticky", "uniform"])
     ap.add_argument("--tiny", action="store_true", help="tiny sizes (end-to-end check)")
     ap.add_argument("--verify", action="store_true", help="check the property rules on each result")
     ap.add_argument("--no-peer", action="store_true")
@@ -99,8 +102,11 @@ def main() -> None:
     # one untimed run of each strategy on a tiny input first (JVM warm-up: class
     # loading and code generation of the whole path), as the other benchmarks do
     wm, wp = uniform_members(spark, groups=2, members=5, topics=2, partitions_per_topic=5, owned=True, joiners=1)
+    def options(strategy):  # the broker's assignor takes no rack option
+        return {} if strategy == "uniform" else {"rack_aware": rack_aware}
+
     for strategy in args.strategies:
-        assign(wm, wp, strategy, rack_aware=rack_aware).write.format("noop").mode("overwrite").save()
+        assign(wm, wp, strategy, **options(strategy)).write.format("noop").mode("overwrite").save()
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.cases:
             spec = specs[name]
@@ -116,7 +122,7 @@ def main() -> None:
                 data = to_python(members, partitions)
             for strategy in args.strategies:
                 def build(strategy=strategy):
-                    return assign(members, partitions, strategy, rack_aware=rack_aware)
+                    return assign(members, partitions, strategy, **options(strategy))
 
                 t0 = time.perf_counter()
                 first = time_spark(build, repeat=1).seconds  # the first run on this input
@@ -128,7 +134,7 @@ def main() -> None:
                 if args.verify:
                     a = build().localCheckpoint()
                     bad = properties.validity_violations(a, members, partitions)
-                    if strategy == "sticky":
+                    if strategy in ("sticky", "uniform"):
                         bad = bad.unionByName(properties.balance_violations(a, members, partitions, "count"))
                     else:
                         bad = bad.where("problem != 'unassigned'").unionByName(
@@ -138,20 +144,22 @@ def main() -> None:
                     assert n_bad == 0, bad.limit(20).collect()
                 peer: Timing | None = None
                 peer_cell = "not run"
-                if data is not None:
+                if data is not None and strategy != "uniform":
                     peer = run_peer(strategy, data, timeout_s=args.peer_timeout)
                     peer_cell = fmt_s(peer) if peer else f"> {args.peer_timeout:.0f} s (cut off)"
                     print(f"  kafka-python {strategy}: {peer_cell}", flush=True)
                 rows.append([
                     describe(spec), strategy, fmt_s(ours), fmt_s(first),
                     peer_cell,
-                    "n/a" if data is None else ratio(peer, ours, None if peer else args.peer_timeout),
+                    "n/a" if data is None or strategy == "uniform" else ratio(peer, ours, None if peer else args.peer_timeout),
                     fmt_s(baseline) if baseline is not None else "n/a",
                     f"{ours.seconds / baseline:.2f}x" if baseline else "n/a",
                 ])
+    server_only = args.strategies == ["uniform"]
     write_results(
         args.area + ("_tiny" if args.tiny else ""),
-        "Sticky and cooperative-sticky, uniform subscriptions",
+        "KIP-848 uniform (the broker's assignor), same subscriptions" if server_only
+        else "Sticky and cooperative-sticky, uniform subscriptions",
         ["input", "strategy", "spark-assign (end to end)", "spark-assign, first run", "kafka-python",
          "speed-up vs kafka-python",
          "baseline sort job", "spark-assign / baseline"],
@@ -161,7 +169,9 @@ def main() -> None:
             f"noop write, best of {args.repeat} runs after {max(args.warmups, 1)} untimed runs on the same input "
             "(one untimed run of each strategy on a tiny input before all cases); the first run on each input "
             "has its own column (successive runs in one JVM get faster: JIT). Nothing is cached between runs. "
-            f"rack_aware={args.rack_aware}. kafka-python: `StickyPartitionAssignor` / "
+            + (("`uniform` takes no rack option and has no kafka-python peer (kafka-python has no "
+                "server-side assignor). ") if "uniform" in args.strategies else "")
+            + f"rack_aware={args.rack_aware} (sticky, cooperative-sticky). kafka-python: `StickyPartitionAssignor` / "
             "`CooperativeStickyAssignor` `.assign` in a subprocess, only the assign calls timed "
             "(skipped above --peer-max-partitions, since its input is collected to the driver). "
             "Baseline: read the owned rows from parquet, sort by group, member, topic, partition, "

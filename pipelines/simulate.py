@@ -74,6 +74,8 @@ def run(config: dict, spark: SparkSession | None = None) -> dict:
         protocol_rule=config.get("protocol_rule", "static"),
         session_timeout_ms=int(config.get("session_timeout_ms", 45000)),
         scheduled_rebalance_max_delay_ms=int(config.get("scheduled_rebalance_max_delay_ms") or 0),
+        group_protocol=config.get("group_protocol"),  # null: classic, or the strategy's (uniform: KIP-848)
+        heartbeat_interval_ms=int(config.get("heartbeat_interval_ms") or 5000),
     )
     variants = list(config.get("what_if") or [])
     comparison = None

@@ -7,7 +7,7 @@ from typing import Any, Callable
 
 from pyspark.sql import DataFrame
 
-from .errors import UnknownStrategyError
+from .errors import InvalidOptionError, UnknownStrategyError
 from .inputs import (
     ASSIGNMENT_COLUMNS,
     normalize_members,
@@ -27,6 +27,18 @@ STRATEGIES: dict[str, tuple[str, str]] = {
     "sticky": ("spark_assign.strategies.sticky", "assign_sticky"),
     "cooperative-sticky": ("spark_assign.strategies.cooperative_sticky", "assign_cooperative_sticky"),
     "lag-aware": ("spark_assign.strategies.lag_aware", "assign_lag_aware"),
+    "uniform": ("spark_assign.strategies.uniform", "assign_uniform"),
+}
+
+#: the rebalance protocols a group can run: ``classic`` (JoinGroup/SyncGroup, the
+#: group leader's client assignor) or ``consumer`` (KIP-848: the broker's assignor)
+GROUP_PROTOCOLS = ("classic", "consumer")
+
+#: the strategies of each protocol: KIP-848's server-side assignors are ``uniform``
+#: (the broker's default) and ``range`` (Kafka's server RangeAssignor)
+PROTOCOL_STRATEGIES: dict[str, tuple[str, ...]] = {
+    "classic": ("range", "roundrobin", "sticky", "cooperative-sticky", "lag-aware"),
+    "consumer": ("uniform", "range"),
 }
 
 #: Kafka's class names for the same assignors, accepted wherever a name is.
@@ -38,6 +50,12 @@ ALIASES: dict[str, str] = {
     "org.apache.kafka.clients.consumer.LagAwareAssignor": "lag-aware",
 }
 
+#: the broker's (KIP-848) class names: they imply ``group_protocol="consumer"``
+SERVER_ALIASES: dict[str, str] = {
+    "org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
+    "org.apache.kafka.coordinator.group.assignor.RangeAssignor": "range",
+}
+
 
 def strategy_name(name: str) -> str:
     """The canonical name of a strategy (Kafka's short name), or UnknownStrategyError.
@@ -45,13 +63,39 @@ def strategy_name(name: str) -> str:
     >>> strategy_name("org.apache.kafka.clients.consumer.RangeAssignor")
     'range'
     """
-    canonical = ALIASES.get(name, name)
+    canonical = ALIASES.get(name, SERVER_ALIASES.get(name, name))
     if canonical not in STRATEGIES:
         raise UnknownStrategyError(
             f"unknown strategy {name!r}: expected one of {sorted(STRATEGIES)} "
-            f"(or Kafka's class names {sorted(ALIASES)})"
+            f"(or Kafka's class names {sorted(ALIASES) + sorted(SERVER_ALIASES)})"
         )
     return canonical
+
+
+def group_protocol_of(strategy: str, group_protocol: str | None = None) -> str:
+    """The rebalance protocol a call runs: ``group_protocol`` when given, else
+    ``consumer`` for a server-side assignor (``uniform``, or a broker class name),
+    else ``classic``. Raises InvalidOptionError when the strategy does not exist
+    under that protocol.
+
+    >>> group_protocol_of("uniform"), group_protocol_of("range")
+    ('consumer', 'classic')
+    >>> group_protocol_of("org.apache.kafka.coordinator.group.assignor.RangeAssignor")
+    'consumer'
+    """
+    canonical = strategy_name(strategy)
+    implied = "consumer" if strategy in SERVER_ALIASES or canonical not in PROTOCOL_STRATEGIES["classic"] else None
+    if group_protocol is None:
+        return implied or "classic"
+    if group_protocol not in GROUP_PROTOCOLS:
+        raise InvalidOptionError(
+            f"option group_protocol of strategy {canonical!r}: expected one of {list(GROUP_PROTOCOLS)}, "
+            f"found {group_protocol!r}")
+    if canonical not in PROTOCOL_STRATEGIES[group_protocol] or (implied and group_protocol != implied):
+        raise InvalidOptionError(
+            f"strategy {strategy!r} does not run under group_protocol={group_protocol!r}: that protocol's "
+            f"strategies are {list(PROTOCOL_STRATEGIES[group_protocol])}")
+    return group_protocol
 
 
 def strategy_function(name: str) -> Callable[..., DataFrame]:
@@ -68,6 +112,7 @@ def assign(
     lags: DataFrame | None = None,
     validate: bool = True,
     checkpoint: bool = True,
+    group_protocol: str | None = None,
     **options: Any,
 ) -> DataFrame:
     """Assign the partitions of every group in ``members`` with ``strategy``.
@@ -98,7 +143,20 @@ def assign(
     simulations) would otherwise carry ever deeper plans that Spark re-analyzes
     at every step. Strategy options (``rack_aware=``, ...) are passed to the
     strategy.
+
+    ``group_protocol``: ``"classic"`` (the client assignors, the default) or
+    ``"consumer"`` (KIP-848: the broker's ``uniform`` and ``range``; implied by
+    ``"uniform"`` and by the broker's class names). The server ``range`` ignores
+    owned partitions and racks: it takes no options.
     """
+    protocol = group_protocol_of(strategy, group_protocol)
+    if protocol == "consumer":
+        if options:
+            raise InvalidOptionError(
+                f"unknown option(s) {sorted(options)} of strategy {strategy_name(strategy)!r} under "
+                "group_protocol='consumer': the broker's assignors take none (no rack awareness)")
+        if strategy_name(strategy) == "range":  # the server range: the plain range, owned lists ignored
+            options = {"rack_aware": False}
     fn = strategy_function(strategy)
     m, p = normalize_members(members), normalize_partitions(partitions)
     if checkpoint:

@@ -52,6 +52,11 @@ class UnknownStrategyError(SparkAssignError, ValueError):
     """The strategy (assignor) name is not one spark-assign knows."""
 
 
+class InvalidOptionError(SparkAssignError, ValueError):
+    """An option is unknown, ill-typed or not valid with the other options; the
+    message names the option, the strategy and the valid choices."""
+
+
 class NoCommonAssignorError(SparkAssignError, ValueError):
     """The members of a group support no assignor in common."""
 

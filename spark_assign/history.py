@@ -57,7 +57,7 @@ from datetime import datetime, timezone
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from .assign import ALIASES
+from .assign import ALIASES, SERVER_ALIASES
 from .errors import HistoryError
 from .history_tables import (  # noqa: F401  (re-exported: the schemas are part of the history's API)
     ASSIGNMENTS_SCHEMA,
@@ -223,7 +223,8 @@ class AssignmentHistory:
         ``revoked`` / ``lost``: ``group_id, member_id, topic, partition`` rows
         (``revoked`` defaults to owned minus assigned when ``members`` is given).
         ``lags``: ``group_id, topic, partition, lag``. ``protocol`` defaults to
-        ``cooperative`` for cooperative-sticky, else ``eager``.
+        ``cooperative`` for cooperative-sticky, ``consumer`` for the broker's ``uniform``,
+        else ``eager``.
 
         Returns the ``generations`` rows of the call's groups and generations
         (also when they were recorded before and the call was a no-op).
@@ -234,9 +235,10 @@ class AssignmentHistory:
         >>> history.record(assignment, members=members, partitions=parts,
         ...                strategy="range", generation=5).show()  # doctest: +SKIP
         """
-        strategy = ALIASES.get(strategy, strategy)
+        strategy = ALIASES.get(strategy, SERVER_ALIASES.get(strategy, strategy))
         if protocol is None:
-            protocol = "cooperative" if strategy in COOPERATIVE_STRATEGIES else "eager"
+            protocol = ("cooperative" if strategy in COOPERATIVE_STRATEGIES
+                        else "consumer" if strategy == "uniform" else "eager")
         recorded_at = recorded_at or datetime.now(timezone.utc)
         a = assignment.select(
             F.col("group_id").cast("string"), F.col("member_id").cast("string"),

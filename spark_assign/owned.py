@@ -7,8 +7,14 @@ Kafka's current rule (KAFKA-14639), applied per partition:
 * the claim from the highest generation wins (a null generation is lower than
   any generation);
 * two or more members claiming the partition in that same highest generation
-  void the claim: nobody owns it, and it counts as changing owner (a
-  cooperative round leaves it out, see :func:`without_transfers`).
+  void the claim: nobody owns it.
+
+A cooperative round has a rule of its own (:func:`without_transfers`): the
+*holders* of a partition are every member that lists it at the partition's
+highest claimed generation, whether or not it still subscribes to the topic.
+The partition may go only to one of its holders (a contested partition to one
+of its claimants: that creates no new overlap), or to anyone when nobody holds
+it; everything else waits one round, until its holders have revoked it.
 
 Kafka's constrained (uniform) path drops every claim of a member below the
 group's highest generation; spark-assign applies the per-partition rule on
@@ -27,21 +33,23 @@ from .ordering import java_order
 NO_GENERATION = -1
 
 
-def current_claims(members: DataFrame, partitions: DataFrame) -> DataFrame:
+def current_claims(members: DataFrame, partitions: DataFrame, *, subscribed_only: bool = True) -> DataFrame:
     """The claims at each partition's highest generation.
 
     Columns: ``group_id, member_id, topic, partition, generation, contested``
     (``contested``: more than one member claims the partition at that
     generation), every claimant's row kept. Inputs are normalized members and
-    partitions. The assignors use :func:`partition_claims` (one row per partition,
+    partitions; ``subscribed_only`` as in :func:`partition_claims` (False: the
+    cooperative holders). The assignors use :func:`partition_claims` (one row per partition,
     a hash aggregation); this window form is the property checks' own reading of
     the rule (:func:`spark_assign.properties.cooperative_violations`), written
     apart on purpose so that a check does not reuse the code it checks.
     """
+    claims = owned_claims(members)
+    if subscribed_only:
+        claims = claims.join(subscriptions(members), ["group_id", "member_id", "topic"], "left_semi")
     claims = (
-        owned_claims(members)
-        .join(subscriptions(members), ["group_id", "member_id", "topic"], "left_semi")
-        .join(partitions.select("topic", "partition"), ["topic", "partition"], "left_semi")
+        claims.join(partitions.select("topic", "partition"), ["topic", "partition"], "left_semi")
         .dropDuplicates(["group_id", "member_id", "topic", "partition"])
         .withColumn("generation", F.coalesce("generation", F.lit(NO_GENERATION)))
     )
@@ -86,26 +94,34 @@ def claim_aggregates(generation: str, rank: str, pos: str | None = None) -> list
 def claim_outcome() -> dict[str, Column]:
     """The KAFKA-14639 outcome of :func:`claim_aggregates`: ``holder`` (the rank
     of the claimant at the highest generation, the smallest when several claim
-    it), ``generation`` and ``contested`` (several members claim it at that
-    generation). All null when nobody claims the partition."""
+    it), ``co_holder`` (the largest: ``holder`` unless contested), ``generation``
+    and ``contested`` (several members claim it at that generation). All null when
+    nobody claims the partition."""
     low = lambda key: F.col(key).bitwiseAND(_SPAN - 1)  # noqa: E731
     holder = (F.lit(_SPAN - 1) - low("_lo")).cast("int")
+    co_holder = low("_hi").cast("int")
     return {
         "holder": holder,
+        "co_holder": co_holder,
         "generation": (F.shiftright("_hi", 31) - _SPAN).cast("int"),
-        "contested": low("_hi").cast("int") != holder,
+        "contested": co_holder != holder,
     }
 
 
 def partition_claims(members: DataFrame, partitions: DataFrame, *, subscribed_only: bool = True) -> DataFrame:
     """Per claimed partition, who holds it now: ``group_id, topic, partition,
-    member_id, generation, contested``. ``member_id`` is the claimant at the
+    member_id, co_holder, generation, contested``. ``member_id`` is the claimant at the
     partition's highest generation (the smallest member id when several claim it
-    there: then ``contested`` is true and nobody owns it). ``subscribed_only``: only
-    claims on topics the member subscribes to (False: every listed partition, as
-    the owner before a rebalance in which a member dropped a topic).
+    there: then ``contested`` is true and nobody owns it; ``co_holder`` is the
+    largest, else ``member_id``). ``subscribed_only``: only claims on topics the
+    member subscribes to, as stickiness honours them (False: every listed
+    partition, the cooperative holders and the owner before a rebalance in which a
+    member dropped a topic).
 
     One hash aggregation of long keys per partition (:func:`claim_aggregates`).
+    With three or more claimants at the highest generation, the ones between the
+    smallest and the largest member id are not named (a cooperative round then
+    hands the partition only to one of the two named: safe, one round later at worst).
     """
     ranked = member_ranks(members)
     claims = owned_claims(ranked, "m_rank")
@@ -114,32 +130,39 @@ def partition_claims(members: DataFrame, partitions: DataFrame, *, subscribed_on
     claims = claims.join(partitions.select("topic", "partition"), ["topic", "partition"], "left_semi")
     out = claim_outcome()
     agg = claims.groupBy("group_id", "topic", "partition").agg(*claim_aggregates("generation", "m_rank"))
+    names = F.broadcast(ranked.select("group_id", "member_id", "m_rank"))
     return agg.select(
-        "group_id", "topic", "partition", out["holder"].alias("m_rank"),
+        "group_id", "topic", "partition", out["holder"].alias("m_rank"), out["co_holder"].alias("_co"),
         out["generation"].alias("generation"), out["contested"].alias("contested"),
-    ).join(F.broadcast(ranked.select("group_id", "member_id", "m_rank")), ["group_id", "m_rank"]).select(
-        "group_id", "topic", "partition", "member_id", "generation", "contested"
+    ).join(names, ["group_id", "m_rank"]).join(
+        names.select("group_id", F.col("m_rank").alias("_co"), F.col("member_id").alias("co_holder")),
+        ["group_id", "_co"]).select(
+        "group_id", "topic", "partition", "member_id", "co_holder", "generation", "contested"
     )
 
 
-def free_to_take(holder: Column, contested: Column, member: Column) -> Column:
+def free_to_take(holder: Column, co_holder: Column, member: Column) -> Column:
     """Whether a partition may go to ``member`` this cooperative round: nobody holds
-    it, or ``member`` holds it alone (otherwise it is transferring ownership)."""
-    return holder.isNull() | (~contested & (holder == member))
+    it, or ``member`` is one of its holders (``holder``, ``co_holder``: the smallest
+    and largest claimant at its highest generation). Otherwise it is transferring
+    ownership and waits one round."""
+    return holder.isNull() | (holder == member) | (co_holder == member)
 
 
-def without_transfers(assignment: DataFrame, claims: DataFrame) -> DataFrame:
-    """``assignment`` minus the partitions another member still holds (they change
-    owner: Kafka's ``partitionsTransferringOwnership``); ``claims``: the members'
-    :func:`partition_claims`.
+def without_transfers(assignment: DataFrame, holders: DataFrame) -> DataFrame:
+    """``assignment`` minus the partitions it hands to a member that does not hold
+    them while another member does (they change owner: Kafka's
+    ``partitionsTransferringOwnership``); ``holders``: the members'
+    :func:`partition_claims` with ``subscribed_only=False`` (a member still holds
+    the partitions of a topic it dropped until it has revoked them).
 
-    >>> without_transfers(assign(m, p, "sticky"), partition_claims(m, p))  # doctest: +SKIP
+    >>> without_transfers(assign(m, p, "sticky"), partition_claims(m, p, subscribed_only=False))  # doctest: +SKIP
     """
     tp = ["group_id", "topic", "partition"]
-    claims = claims.select(*tp, F.col("member_id").alias("_holder"), F.col("contested").alias("_contested"))
+    holders = holders.select(*tp, F.col("member_id").alias("_holder"), F.col("co_holder").alias("_co_holder"))
     return (
-        assignment.join(claims, tp, "left")
-        .where(free_to_take(F.col("_holder"), F.col("_contested"), F.col("member_id")))
+        assignment.join(holders, tp, "left")
+        .where(free_to_take(F.col("_holder"), F.col("_co_holder"), F.col("member_id")))
         .select(*assignment.columns)
     )
 

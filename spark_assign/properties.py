@@ -7,8 +7,8 @@ the property holds); :func:`check_assignment` raises
 * validity: each partition of a subscribed topic assigned exactly once, only to
   a member of the group subscribed to its topic;
 * balance, by one of three rules (:data:`BALANCE_RULES`);
-* cooperative safety: no partition handed to a new owner in the same rebalance
-  in which another member still holds it.
+* cooperative safety: no partition handed to a member that does not hold it in
+  the same rebalance in which other members still hold it.
 """
 
 from __future__ import annotations
@@ -133,20 +133,24 @@ def balance_violations(
 
 
 def cooperative_violations(assignment: DataFrame, members: DataFrame, partitions: DataFrame) -> DataFrame:
-    """Partitions assigned to a member while another member still holds them
-    (a current claim, see :func:`spark_assign.owned.current_claims`): under the
-    cooperative protocol these must wait for the next round.
+    """Partitions assigned to a member that does not hold them while other members
+    do: under the cooperative protocol these must wait for the next round. The
+    holders of a partition are every member that lists it at its highest claimed
+    generation, subscribed to its topic or not
+    (:func:`spark_assign.owned.current_claims` with ``subscribed_only=False``).
 
     Columns: ``group_id, problem, member_id, topic, partition, detail``.
     """
     m, p = normalize_members(members), normalize_partitions(partitions)
-    claims = current_claims(m, p).select(
-        "group_id", "topic", "partition", F.col("member_id").alias("holder")
+    tp = ["group_id", "topic", "partition"]
+    claims = current_claims(m, p, subscribed_only=False)
+    holders = claims.groupBy(*tp).agg(F.concat_ws(",", F.sort_array(F.collect_list("member_id"))).alias("holders"))
+    bad = (
+        assignment.select("group_id", "member_id", *tp[1:])
+        .join(claims.select("group_id", "member_id", *tp[1:]), ["group_id", "member_id", *tp[1:]], "left_anti")
+        .join(holders, tp)
     )
-    bad = assignment.join(claims, ["group_id", "topic", "partition"]).where(
-        F.col("member_id") != F.col("holder")
-    )
-    return _shape(bad, "assigned while another member still holds it", F.concat(F.lit("held by "), "holder"))
+    return _shape(bad, "assigned while other members still hold it", F.concat(F.lit("held by "), "holders"))
 
 
 def revocations(members: DataFrame, assignment: DataFrame, partitions: DataFrame | None = None) -> DataFrame:

@@ -38,6 +38,9 @@ DEFAULT_ASSIGNORS: tuple[str, ...] = ("range", "cooperative-sticky")
 EAGER = "EAGER"
 COOPERATIVE = "COOPERATIVE"
 PROTOCOLS = (EAGER, COOPERATIVE)  # in increasing order, as Kafka's enum
+#: the protocol of a group under KIP-848 (``group_protocol="consumer"``): the broker
+#: assigns and the members reconcile, no JoinGroup rounds
+CONSUMER = "CONSUMER"
 
 #: assignors that support COOPERATIVE (they support EAGER too); every other
 #: assignor supports EAGER only

@@ -40,19 +40,21 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from .assign import assign, strategy_name
+from .assign import GROUP_PROTOCOLS, assign, strategy_name
 from .errors import AssignmentPropertyError, raise_if_rows
 from .inputs import OWNED_TYPE, ignored_claims, normalize_members, normalize_partitions, validate_inputs
 from .lineage import materialize_state
 from .owned import resolve_owned
 from .properties import cooperative_violations, subscribed_partitions, validity_violations
 from .protocol import (
+    CONSUMER,
     COOPERATIVE,
     EAGER,
     PROTOCOL_RULES,
     protocol_columns,
     select_assignor,
 )
+from .reconcile import SERVER_RUN, mark_consumer_groups, reconciliation_round, with_group_protocols
 
 _G = "group_id"
 _TP = ["topic", "partition"]
@@ -130,6 +132,7 @@ def rebalance(
     first_generation: int | None = None,
     check: bool = False,
     validate: bool = True,
+    group_protocol: str = "classic",
     **options: Any,
 ) -> RebalanceResult:
     """Rebalance every group in ``members``: selection, protocol, revocations,
@@ -156,6 +159,17 @@ def rebalance(
     (complete unless still pending at ``max_rounds``); raises
     :class:`~spark_assign.errors.AssignmentPropertyError` naming the rows (one action).
 
+    ``group_protocol="consumer"`` (or a ``group_protocol`` column in ``members``, per
+    group) runs KIP-848's reconciliation instead of JoinGroup rounds: the broker's
+    assignor (``strategy`` when it is ``uniform`` or ``range``, else a ``remote_assignor``
+    column, else ``uniform``, the broker's default; the members' ``assignors`` play no
+    part) computes the group's
+    target from the members' current assignments (``owned``); round 1 (the new group
+    epoch) hands out every target partition nobody else holds and the members revoke
+    what the target takes away (nothing is revoked from members that keep their
+    partitions); round 2 (the next heartbeat, when partitions changed owner) hands the
+    revoked partitions to their new owners. The group's protocol is ``CONSUMER``.
+
     >>> r = rebalance(members, partitions, protocol_rule="dynamic")  # doctest: +SKIP
     >>> r.summary.show(); r.final.show()                            # doctest: +SKIP
     """
@@ -163,10 +177,14 @@ def rebalance(
         raise ValueError(f"unknown protocol_rule {protocol_rule!r}: expected one of {PROTOCOL_RULES}")
     if max_rounds < 1:
         raise ValueError(f"max_rounds must be >= 1, got {max_rounds}")
+    if group_protocol not in GROUP_PROTOCOLS:
+        raise ValueError(f"unknown group_protocol {group_protocol!r}: expected one of {GROUP_PROTOCOLS}")
     m, extra, extra_df = _with_extra(members)
     p = normalize_partitions(partitions)
     if strategy is not None:
         m = m.withColumn("assignors", F.array(F.lit(strategy_name(strategy))))
+    # each group's protocol; consumer groups (KIP-848) list the broker's assignor
+    m = with_group_protocols(m, extra_df, extra, group_protocol=group_protocol, strategy=strategy)
     if validate:
         validate_inputs(m, p, common_assignor=True)  # one action for both checks
     m = materialize_state(m)  # a small leaf: the selection and protocol plans below reuse it many times
@@ -190,6 +208,7 @@ def rebalance(
     m = m.withColumn("_run", F.when(
         (F.col("assignor") == "cooperative-sticky") & (F.col("_gproto") == EAGER), F.lit("sticky")
     ).otherwise(F.col("assignor")))
+    m = mark_consumer_groups(m)  # they run the broker's assignor and reconcile towards its target
     # stored by the action that lists the assignors to run (no action of its own)
     m = materialize_state(m, eager=False)
     runs = sorted(r._run for r in m.select("_run").distinct().collect())  # assignor names, not groups
@@ -216,6 +235,7 @@ def rebalance(
     state = m  # members of groups still rebalancing, with their current owned/generation
     rnd = 0
     finals: list[DataFrame] = []
+    targets: dict[str, DataFrame] = {}  # consumer groups: the target of the group epoch, per assignor
     prev_a = None
     while True:
         rnd += 1
@@ -228,6 +248,9 @@ def rebalance(
         parts = []
         for name in runs:
             sm = state.where(F.col("_run") == name).select(*normalize_members(state).columns)
+            if name.startswith(SERVER_RUN):  # KIP-848: the group epoch's target, then its hand-over
+                parts.append(reconciliation_round(name, sm, p, rnd, targets))
+                continue
             glags = lags.join(sm.select(_G).distinct(), _G, "left_semi") if lags is not None else None
             parts.append(assign(sm, p, name, lags=glags, validate=False, **options))
         a = parts[0]
@@ -295,7 +318,7 @@ def rebalance(
         if check:
             sm = normalize_members(state)
             problems.append(validity_violations(a, sm, p).where(F.col("problem") != "unassigned"))
-            coop = state.where(F.col("_gproto") == COOPERATIVE).select(_G).distinct()
+            coop = state.where(F.col("_gproto").isin(COOPERATIVE, CONSUMER)).select(_G).distinct()
             problems.append(cooperative_violations(a.join(coop, _G, "left_semi"), sm.join(coop, _G, "left_semi"), p))
         if history is not None:
             member_rounds.append(state.select(

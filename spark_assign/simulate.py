@@ -69,6 +69,7 @@ from pyspark.sql import types as T
 
 from .errors import InvalidEventsError, raise_if_rows
 from .inputs import OWNED_TYPE, conform_columns, normalize_partitions
+from .assign import group_protocol_of
 from .protocol import canonical_assignors, disagreements
 from .lineage import materialize_state
 from .rebalance import rebalance
@@ -196,13 +197,16 @@ def validate_events(events: DataFrame, partitions: DataFrame) -> DataFrame:
 # --------------------------------------------------------------------------- preparation
 
 
-def _with_config(events: DataFrame, *, strategy, protocol_rule, session_timeout_ms, delay_ms) -> DataFrame:
+def _with_config(events: DataFrame, *, strategy, protocol_rule, session_timeout_ms, delay_ms,
+                 group_protocol="classic", heartbeat_ms=5_000) -> DataFrame:
     """Per-group settings as columns (``what_if`` sets them per variant)."""
     defaults = {
         "_strategy": F.lit(strategy).cast("string"),
         "_rule": F.lit(protocol_rule).cast("string"),
         "_timeout": F.lit(int(session_timeout_ms)).cast("long"),
         "_delay": F.lit(int(delay_ms or 0)).cast("long"),
+        "_gp": F.lit(group_protocol).cast("string"),
+        "_hb": F.lit(int(heartbeat_ms)).cast("long"),
     }
     for c, v in defaults.items():
         events = events.withColumn(c, F.coalesce(F.col(c), v) if c in events.columns else v)
@@ -418,6 +422,8 @@ def simulate(
     history: Any = None,
     max_rounds: int = 5,
     validate: bool = True,
+    group_protocol: str | None = None,
+    heartbeat_interval_ms: int = 5_000,
     **options: Any,
 ) -> SimulationResult:
     """Replay ``events`` (see the module doc) for every group through rebalances.
@@ -431,11 +437,24 @@ def simulate(
     table beside it (:func:`simulation_store`). All events are validated before
     anything is recorded.
 
+    ``group_protocol="consumer"`` (implied by ``strategy="uniform"``) replays KIP-848's
+    reconciliation instead of JoinGroup rounds: every membership or metadata change
+    bumps the group epoch and the broker's assignor (``uniform``, or ``range``)
+    computes a new target from the current assignment; the members revoke what they
+    must give up (nothing is revoked from members that keep their partitions, no
+    stop-the-world, no EAGER) and a revoked partition goes to its new owner on the
+    next heartbeat, ``heartbeat_interval_ms`` later. The epoch is recorded as a
+    generation, and the hand-over, when partitions change owner, as the next one
+    at the heartbeat's time, so the partitions awaiting it count as unassigned for
+    one heartbeat (the what-if's ``unassigned_partition_seconds``).
+
     >>> r = simulate(events, partitions, history=AssignmentHistory("out/history"))  # doctest: +SKIP
     >>> r.generations.orderBy("group_id", "generation").show()                      # doctest: +SKIP
     """
+    group_protocol = _protocol_of(strategy, group_protocol)
     result, rows = _replay(
         events, partitions, strategy=strategy, protocol_rule=protocol_rule, session_timeout_ms=session_timeout_ms,
+        group_protocol=group_protocol, heartbeat_interval_ms=heartbeat_interval_ms,
         scheduled_rebalance_max_delay_ms=scheduled_rebalance_max_delay_ms, lags=lags, keep_rows=history is not None,
         max_rounds=max_rounds, validate=validate, **options)
     if history is not None and rows is not None:
@@ -443,25 +462,35 @@ def simulate(
     return result
 
 
+def _protocol_of(strategy: str | None, group_protocol: str | None) -> str:
+    """The group protocol a replay runs (checked against ``strategy`` when one is forced;
+    without one, a consumer group runs the broker's default, ``uniform``)."""
+    if strategy is None:
+        return group_protocol_of("uniform" if group_protocol == "consumer" else "range", group_protocol)
+    return group_protocol_of(strategy, group_protocol)
+
+
 def _replay(events: DataFrame, partitions: DataFrame, *, strategy, protocol_rule, session_timeout_ms,
             scheduled_rebalance_max_delay_ms, lags, keep_rows: bool, max_rounds: int, validate: bool,
+            group_protocol: str = "classic", heartbeat_interval_ms: int = 5_000,
             **options: Any) -> tuple[SimulationResult, DataFrame | None]:
     """:func:`simulate` without the recording: the result, and (``keep_rows``) every
     recorded generation's assignment rows with their lags (None when nothing rebalanced)."""
     spark = events.sparkSession
     e = normalize_events(events)
-    extra_cfg = [c for c in ("_strategy", "_rule", "_timeout", "_delay") if c in events.columns]
+    extra_cfg = [c for c in ("_strategy", "_rule", "_timeout", "_delay", "_gp", "_hb") if c in events.columns]
     if extra_cfg:
         e = e.join(events.select(_G, *extra_cfg).distinct(), _G, "left")
     e = _with_config(e, strategy=strategy, protocol_rule=protocol_rule, session_timeout_ms=session_timeout_ms,
-                     delay_ms=scheduled_rebalance_max_delay_ms)
+                     delay_ms=scheduled_rebalance_max_delay_ms, group_protocol=group_protocol,
+                     heartbeat_ms=heartbeat_interval_ms)
     p0 = normalize_partitions(partitions)
     if validate:
         validate_events(e, p0)
     e = materialize_state(_ordered(e))
     timeline = materialize_state(_member_timeline(e))
     synthetic = _synthetic(e, timeline)
-    cfg = e.select(_G, "_strategy", "_rule", "_timeout", "_delay").distinct()
+    cfg = e.select(_G, "_strategy", "_rule", "_timeout", "_delay", "_gp", "_hb").distinct()
     steps = materialize_state(_steps(e, synthetic).join(cfg, _G))
     rosters = _rosters(timeline, steps)
     rosters = rosters.join(cfg, _G).withColumn(
@@ -555,7 +584,8 @@ def _replay(events: DataFrame, partitions: DataFrame, *, strategy, protocol_rule
         dep = departed.select(_G).distinct().withColumn("_dep", F.lit(True))
         flags = sk.join(rel, _G, "left").join(dep, _G, "left").withColumn(
             "rebalanced", F.col("triggers") | F.col("_rel").isNotNull() | F.col("_dep").isNotNull())
-        flags = materialize_state(flags.select(_G, "at", "step", "kinds", "rebalanced", "_rule"), eager=False)
+        flags = materialize_state(flags.select(_G, "at", "step", "kinds", "rebalanced", "_rule", "_gp", "_hb",
+                                               "_strategy"), eager=False)
         rb_groups = flags.where("rebalanced").select(_G)
         new_owned = owned_now.join(rb_groups, _G, "left_anti")
         # a step whose events call for a rebalance has groups to rebalance; otherwise only
@@ -582,8 +612,10 @@ def _replay(events: DataFrame, partitions: DataFrame, *, strategy, protocol_rule
             last = r.summary.groupBy(_G).agg(F.max_by(F.struct("generation", "protocol"), "round").alias("_l"))
             group_state = materialize_state(group_state.join(last.select(_G), _G, "left_anti").unionByName(
                 last.select(_G, F.col("_l.generation").alias("generation"), F.col("_l.protocol").alias("protocol"))))
-            gens_out.append(materialize_state(r.summary.join(flags.select(_G, "at", "step", "kinds"), _G).select(
-                _G, "generation", "round", "step", F.timestamp_millis("at").alias("at"),
+            # a consumer group's hand-over comes one heartbeat after its group epoch
+            at = F.col("at") + F.when(F.col("_gp") == "consumer", (F.col("round") - 1) * F.col("_hb")).otherwise(0)
+            gens_out.append(materialize_state(r.summary.join(flags.select(_G, "at", "step", "kinds", "_gp", "_hb"), _G).select(
+                _G, "generation", "round", "step", F.timestamp_millis(at).alias("at"),
                 F.col("kinds").alias("event_kinds"), F.col("assignor").alias("strategy"), "protocol", "members",
                 "assigned", (F.col("pending") + F.col("unavailable")).alias("unassigned"), "moved", "revoked", "lost")))
             revs_out.append(materialize_state(r.revocations.withColumn("topic", _unscope("topic"))))
@@ -638,7 +670,8 @@ def _members_for(roster: DataFrame, owned: DataFrame, group_state: DataFrame, fl
         F.struct(_scope("topic").alias("topic"), F.col("partition").cast("int").alias("partition")))).alias("_o"))
     return (
         roster.join(o, [_G, "member_id"], "left").join(group_state, _G, "left")
-        .join(flags.select(_G, F.col("_rule").alias("protocol_rule")), _G)
+        .join(flags.select(_G, F.col("_rule").alias("protocol_rule"), F.col("_gp").alias("group_protocol"),
+                           F.when(F.col("_gp") == "consumer", F.col("_strategy")).alias("remote_assignor")), _G)
         .select(
             _G, "member_id", "group_instance_id", "rack",
             F.transform(F.coalesce("topics", F.array().cast("array<string>")),
@@ -647,7 +680,7 @@ def _members_for(roster: DataFrame, owned: DataFrame, group_state: DataFrame, fl
             F.when(F.col("_o").isNotNull(), F.col("generation")).cast("int").alias("generation"),
             "assignors",
             F.when(F.col("_o").isNotNull(), F.col("protocol")).alias("protocol"),
-            "protocol_rule",
+            "protocol_rule", "group_protocol", "remote_assignor",
         )
     )
 
@@ -767,7 +800,8 @@ def as_of_generation(history, group_id: str, generation: int) -> DataFrame:
 
 # --------------------------------------------------------------------------- what-if
 
-VARIANT_KEYS = ("name", "strategy", "protocol_rule", "session_timeout_ms", "scheduled_rebalance_max_delay_ms")
+VARIANT_KEYS = ("name", "strategy", "protocol_rule", "session_timeout_ms", "scheduled_rebalance_max_delay_ms",
+                "group_protocol", "heartbeat_interval_ms")
 
 WHAT_IF_COLUMNS = (
     "variant", "group_id", "rebalances", "rounds", "partitions_moved", "revoked", "lost",
@@ -788,12 +822,17 @@ def what_if(
     record_variant: str | None = None,
     max_rounds: int = 5,
     validate: bool = True,
+    group_protocol: str | None = None,
+    heartbeat_interval_ms: int = 5_000,
     **options: Any,
 ) -> DataFrame:
     """The same events under several strategies / protocols, in one replay.
 
     ``variants``: dicts with ``name`` and any of ``strategy``, ``protocol_rule``,
-    ``session_timeout_ms``, ``scheduled_rebalance_max_delay_ms``. Each variant
+    ``session_timeout_ms``, ``scheduled_rebalance_max_delay_ms``, ``group_protocol``,
+    ``heartbeat_interval_ms`` (a migration plan: ``{"name": "kip848", "group_protocol":
+    "consumer"}`` next to the classic variants); ``group_protocol`` and
+    ``heartbeat_interval_ms`` here are the variants' defaults. Each variant
     runs as groups ``<group_id>@<name>`` in the same distributed steps. Returns
     one row per variant and group: ``variant, group_id, rebalances, rounds,
     partitions_moved, revoked, lost, unassigned_partition_seconds`` (partitions
@@ -814,23 +853,27 @@ def what_if(
         unknown = sorted(set(v) - set(VARIANT_KEYS))
         if unknown or "name" not in v:
             raise ValueError(f"variant {v!r}: expected a 'name' and keys among {VARIANT_KEYS}, found {unknown}")
+        st = v.get("strategy")
+        gp = _protocol_of(st, v.get("group_protocol", group_protocol))
         rows.append((
-            str(v["name"]), v.get("strategy"), v.get("protocol_rule", protocol_rule),
+            str(v["name"]), st, v.get("protocol_rule", protocol_rule),
             int(v.get("session_timeout_ms", session_timeout_ms)),
             int(v.get("scheduled_rebalance_max_delay_ms", scheduled_rebalance_max_delay_ms)),
+            gp, int(v.get("heartbeat_interval_ms", heartbeat_interval_ms)),
         ))
     if record_variant is not None and record_variant not in {r[0] for r in rows}:
         raise ValueError(f"record_variant {record_variant!r}: expected one of the variants' names "
                          f"{[r[0] for r in rows]}")
     vcol = F.explode(F.array(*[
         F.struct(F.lit(n).alias("variant"), F.lit(st).cast("string").alias("_strategy"), F.lit(ru).alias("_rule"),
-                 F.lit(to).cast("long").alias("_timeout"), F.lit(de).cast("long").alias("_delay"))
-        for n, st, ru, to, de in rows])).alias("_v")
+                 F.lit(to).cast("long").alias("_timeout"), F.lit(de).cast("long").alias("_delay"),
+                 F.lit(gp).alias("_gp"), F.lit(hb).cast("long").alias("_hb"))
+        for n, st, ru, to, de, gp, hb in rows])).alias("_v")
     e = normalize_events(events)
     cols = [c for c in e.columns if c != _G]
     ev = e.select("*", vcol).select(  # every event once per variant (a handful)
         F.concat(F.col(_G), F.lit("@"), F.col("_v.variant")).alias(_G), *cols,
-        "_v._strategy", "_v._rule", "_v._timeout", "_v._delay")
+        "_v._strategy", "_v._rule", "_v._timeout", "_v._delay", "_v._gp", "_v._hb")
     vlags = None
     if lags is not None:
         if _G in lags.columns:
@@ -869,7 +912,13 @@ def compare(result: SimulationResult, lags: DataFrame | None = None) -> DataFram
     w = Window.partitionBy(_G).orderBy("step")
     st = result.steps.withColumn("_next", F.lead("at").over(w)).withColumn(
         "_gap", (F.col("unassigned") + F.col("idle")) * (F.coalesce("_next", F.col("at")) - F.col("at")))
-    gap = st.groupBy(_G).agg((F.sum("_gap") / 1000.0).cast("double").alias("unassigned_partition_seconds"))
+    # partitions left unassigned between the rounds of one step (a consumer group's
+    # hand-over one heartbeat after its epoch; classic rounds take no simulated time)
+    wr = Window.partitionBy(_G, "step").orderBy("round")
+    rg = g.withColumn("_gap", F.col("unassigned") * (
+        F.unix_millis(F.lead("at").over(wr)) - F.unix_millis("at"))).select(_G, "_gap")
+    gap = st.select(_G, "_gap").unionByName(rg).groupBy(_G).agg(
+        (F.coalesce(F.sum("_gap"), F.lit(0)) / 1000.0).cast("double").alias("unassigned_partition_seconds"))
     a = result.assignment
     loads = a.groupBy(_G, "member_id").agg(F.count("*").alias("n"))
     bal = loads.groupBy(_G).agg((F.max("n") - F.min("n")).alias("max_min_partitions"))

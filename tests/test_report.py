@@ -1,4 +1,3 @@
-import pytest
 """pipelines/report.py: the HTML report of a real history, charts embedded."""
 
 import base64

@@ -154,3 +154,37 @@ def test_what_if_compares_variants_with_the_lags_of_the_events(spark, tmp_path):
         ("g", 1), ("g", 2)]
     with pytest.raises(ValueError, match="record_variant 'nope'"):
         what_if(events, parts, [{"name": "range"}], history=history, record_variant="nope")
+
+
+def test_what_if_migration_to_kip848(spark, tmp_path):
+    """A migration plan: the same events under classic cooperative-sticky and under
+    KIP-848 (consumer protocol, the broker's uniform assignor), one replay. Under
+    KIP-848 a join bumps the group epoch (a generation: the members revoke what the
+    new target takes from them, nothing else) and the revoked partitions reach their
+    new owner one heartbeat later (the next generation, at that time): unassigned for
+    5 s each. A leaver's partitions go at once (nobody holds them)."""
+    from spark_assign.simulate import what_if
+
+    events = spark.createDataFrame([
+        ("g", 0, "join", "a", None, ["t"], ["cooperative-sticky"], None, None),
+        ("g", 60_000, "join", "b", None, ["t"], ["cooperative-sticky"], None, None),
+        ("g", 120_000, "join", "c", None, ["t"], ["cooperative-sticky"], None, None),
+        ("g", 180_000, "leave", "b", None, None, None, None, None),
+    ], E)
+    history = AssignmentHistory(str(tmp_path / "h"), spark)
+    cmp = {r.variant: r for r in what_if(
+        events, _parts(spark), [{"name": "coop", "strategy": "cooperative-sticky"},
+                                {"name": "kip848", "group_protocol": "consumer", "heartbeat_interval_ms": 5000}],
+        history=history, record_variant="kip848").collect()}
+    got = {v: (r.rebalances, r.rounds, r.partitions_moved, r.revoked, r.unassigned_partition_seconds,
+               r.max_min_partitions) for v, r in cmp.items()}
+    # b joins: a gives up 3 (b gets them next); c joins: a and b give up one each; b leaves: its 2 go at once
+    assert got == {"coop": (4, 6, 7, 7, 0.0, 0), "kip848": (4, 6, 7, 7, 25.0, 0)}
+    gens = [(r.generation, r.strategy, r.protocol) for r in history.history().orderBy("generation").collect()]
+    assert gens == [(g, "uniform", "consumer") for g in range(1, 7)]
+    sim = simulation_table(history).orderBy("generation").collect()
+    assert [(r.generation, r.unassigned) for r in sim] == [(1, 0), (2, 3), (3, 0), (4, 2), (5, 0), (6, 0)]
+    assert [(r.at - sim[0].at).total_seconds() for r in sim] == [0.0, 60.0, 65.0, 120.0, 125.0, 180.0]
+    # the hand-over never gives a partition to a member other than its holder in the same generation
+    revoked = {(r.generation, r.member_id, r.partition) for r in history.revocations("g").collect()}
+    assert revoked == {(2, "a", 3), (2, "a", 4), (2, "a", 5), (4, "a", 2), (4, "b", 5), (6, "b", 3), (6, "b", 4)}

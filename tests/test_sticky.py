@@ -7,7 +7,6 @@ from __future__ import annotations
 import random
 from collections import defaultdict
 
-import pytest
 from chispa import assert_df_equality
 from pyspark.sql import functions as F
 

@@ -24,6 +24,8 @@ from spark_assign.errors import AssignmentPropertyError
 from spark_assign.strategies.sticky_general import assign_general, target_counts
 
 RANDOM_GROUPS = 240
+#: random groups whose claims conflict across generations (issue #15)
+CONFLICT_GROUPS = 160
 MEMBER_SCHEMA = (
     "group_id string, member_id string, group_instance_id string, rack string, topics array<string>, "
     "owned array<struct<topic:string,partition:int>>, generation int, assignors array<string>"
@@ -82,6 +84,33 @@ def random_group(rnd: random.Random, name: str):
     return [(m, subs[m], owned.get(m, []), 1 if owned.get(m) else None) for m in subs], sizes
 
 
+def conflict_group(rnd: random.Random, name: str):
+    """A group with different subscriptions whose previous assignment conflicts across
+    generations: each member at a random generation (or none), each partition claimed
+    by zero, one or two members, on topics they may no longer subscribe to."""
+    nt, nm = rnd.randint(1, 4), rnd.randint(2, 6)
+    topics = [f"{name}{SEP}t{i}" for i in range(nt)]
+    sizes = {t: rnd.randint(1, 9) for t in topics}
+    subs = {f"m{i}": sorted(rnd.sample(topics, rnd.randint(1, nt))) for i in range(nm)}
+    gens = {m: rnd.choice([None, 1, 2, 3, 3, 3]) for m in subs}
+    owned = defaultdict(list)
+    for t, n in sizes.items():
+        for p in range(n):
+            for m in rnd.sample(list(subs), min(rnd.choice([0, 1, 1, 1, 2]), nm)):
+                owned[m].append((t, p))
+    return [(m, subs[m], owned.get(m, []), gens[m] if owned.get(m) else None) for m in subs], sizes
+
+
+def kafka_valid(members: list[tuple], sizes: dict[str, int], result: dict[str, set]) -> bool:
+    """Whether kafka-python's result is a valid assignment (each partition of a
+    subscribed topic once, only to a subscriber): its port keeps claims on topics a
+    member dropped, so with such claims it sometimes is not."""
+    subs = {m: set(topics) for m, topics, _, _ in members}
+    flat = [(m, t, p) for m, tps in result.items() for t, p in tps]
+    needed = sum(n for t, n in sizes.items() if any(t in ts for ts in subs.values()))
+    return (all(t in subs[m] for m, t, _ in flat) and len({(t, p) for _, t, p in flat}) == len(flat) == needed)
+
+
 def case_members(case) -> list[tuple]:
     def full(t):
         return case.name + SEP + t
@@ -111,9 +140,9 @@ def general_run(spark):
     case_m, case_p = inputs(spark, cases)
     rnd = random.Random(20240)
     mrows, prows, groups = [], [], {}
-    for g in range(RANDOM_GROUPS):
-        name = f"random{g:03d}"
-        members, sizes = random_group(rnd, name)
+    for g in range(RANDOM_GROUPS + CONFLICT_GROUPS):
+        name = f"random{g:03d}" if g < RANDOM_GROUPS else f"conflict{g - RANDOM_GROUPS:03d}"
+        members, sizes = (random_group if g < RANDOM_GROUPS else conflict_group)(rnd, name)
         groups[name] = (members, sizes)
         prows += [(t, p, None) for t, n in sizes.items() for p in range(n)]
         mrows += [(name, mid, None, None, topics, owned, gen, None) for mid, topics, owned, gen in members]
@@ -158,7 +187,8 @@ def test_every_group_answered(general_run):
 
 def test_at_least_as_sticky_as_kafka(general_run):
     """Owned partitions kept (honoured claims only, as resolve_owned gives them)
-    versus kafka-python's StickyPartitionAssignor on the same groups."""
+    versus kafka-python's StickyPartitionAssignor on the same groups, the groups whose
+    claims conflict across generations included."""
     owned_rows = general_run["owned"].collect()
     honoured = defaultdict(set)
     for r in owned_rows:
@@ -168,10 +198,18 @@ def test_at_least_as_sticky_as_kafka(general_run):
         general_run["owned"], ["group_id", "member_id", "topic", "partition"]
     ).groupBy("group_id").count().collect():
         ours[r["group_id"]] = r["count"]
-    kafka = {}
+    kafka, skipped = {}, []
     for g, (members, sizes) in general_run["groups"].items():
-        res = kafka_sticky(members, sizes)
+        try:
+            res = kafka_sticky(members, sizes)
+        except KeyError:  # kafka-python's port fails on some conflicting claims
+            res = None
+        if res is None or not kafka_valid(members, sizes, res):
+            skipped.append(g)
+            continue
         kafka[g] = sum(1 for m, tps in res.items() for t, p in tps if (m, t, p) in honoured[g])
+    # only kafka-python's invalid results (claims on dropped topics kept) are left out
+    assert all(g.startswith("conflict") for g in skipped) and len(skipped) < CONFLICT_GROUPS // 4, skipped
     total_ours, total_kafka = sum(ours.values()), sum(kafka.values())
     worse = {g: (ours[g], kafka[g]) for g in kafka if ours[g] < kafka[g]}
     assert total_ours >= total_kafka, (total_ours, total_kafka, worse)

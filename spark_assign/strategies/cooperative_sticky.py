@@ -2,10 +2,11 @@
 
 The sticky assignment (:func:`.sticky.sticky_assignment`) with every partition that
 changes owner left out of this round (Kafka's ``partitionsTransferringOwnership``):
-a partition is withheld when another member still holds it, i.e. it has a current
-claim (the highest-generation claim, same-generation double claims included) by a
-member other than its new owner. The uniform path decides it in the same
-aggregation that resolves the claims; the general path through
+a partition is withheld when it goes to a member that does not hold it while other
+members do. Its holders are every member that lists it at its highest claimed
+generation, whether or not it still subscribes to the topic (:mod:`spark_assign.owned`);
+a contested partition may go to one of its claimants. The uniform path decides it in
+the same aggregation that resolves the claims; the general path through
 :func:`spark_assign.owned.without_transfers`.
 Its holder revokes it this round (:func:`spark_assign.properties.revocations`); the next rebalance, with
 ``owned`` = this round's result and the generation one higher

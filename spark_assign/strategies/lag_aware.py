@@ -348,7 +348,7 @@ def assign_lag_aware(
         )
         result = both.where(F.col("_fresh") == F.col("_move")).select("group_id", "member_id", "topic", "partition")
     if cooperative:
-        # a partition is left out when another member still holds it (contested ones too)
+        # a partition is left out when members other than its new owner still hold it
         result = without_transfers(result.select("group_id", "member_id", "topic", "partition"),
-                                   partition_claims(members, partitions))
+                                   partition_claims(members, partitions, subscribed_only=False))
     return result.select("group_id", "member_id", "topic", "partition")

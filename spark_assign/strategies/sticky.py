@@ -121,7 +121,8 @@ def sticky_assignment(
     other = assign_general(general, partitions, owned, rack_aware=rack_aware is not False and racks,
                            topic_sizes=topic_sizes)
     if cooperative and claims is not None:
-        other = without_transfers(other, claims)
+        # the holders: every listed partition, also of a topic the member no longer subscribes to
+        other = without_transfers(other, partition_claims(general, partitions, subscribed_only=False))
     other = other.select(*ASSIGNMENT_COLUMNS)
     return other if result is None else result.unionByName(other)
 

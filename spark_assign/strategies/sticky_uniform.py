@@ -52,9 +52,10 @@ end at ``C_c`` (:mod:`spark_assign.quota`):
    step 3. Priority as Kafka: balance, then rack locality, then stickiness;
    the rack-aware layout is best effort and need not equal Kafka's exactly. When a
    member of the call has a rack, every group takes the per-partition route.
-5. **Cooperative** (``cooperative=True``): a partition dealt to a member other
-   than its current holder (its claim at the highest generation, contested ones
-   included) is left out: it changes owner next round.
+5. **Cooperative** (``cooperative=True``): a partition dealt to a member that is
+   not one of its holders (the claimants at its highest generation, see
+   :mod:`spark_assign.owned`) while it has some is left out: it changes owner next
+   round. A contested partition dealt to one of its claimants is handed out now.
 
 No step collects rows to the driver (only counts and one flag, which decide
 what runs) or loops over members or partitions; every window is partitioned by
@@ -305,7 +306,7 @@ def assign_uniform(
     filled = _deal(mem, _union(*unassigned), use_racks)
     if cooperative:
         # a partition another member still holds changes owner next round
-        filled = filled.where(free_to_take(F.col("holder"), F.col("contested"), F.col("m_rank")))
+        filled = filled.where(free_to_take(F.col("holder"), F.col("co_holder"), F.col("m_rank")))
     return filled.select(_G, "member_id", "topic", "partition").unionByName(_union(*kept))
 
 
@@ -375,7 +376,7 @@ def _split_clean(rows: DataFrame, blocks: DataFrame) -> tuple[DataFrame, DataFra
         _G, "topic", "_block", F.explode(missing).alias("_bit")).select(
         _G, "topic", (F.col("_block") * block + F.col("_bit")).alias("partition"), F.lit(None).cast("int").alias("holder"))
     unassigned = revoked.select(_G, "_tp.topic", "_tp.partition", "holder").unionByName(gaps)
-    return kept, unassigned.withColumn("contested", F.lit(False))
+    return kept, unassigned.withColumn("co_holder", F.col("holder"))
 
 
 def _resolve_claims(mem0: DataFrame, gparts: DataFrame, use_racks: bool) -> tuple[DataFrame, DataFrame]:
@@ -402,7 +403,7 @@ def _resolve_claims(mem0: DataFrame, gparts: DataFrame, use_racks: bool) -> tupl
     parts = meta.unionByName(claims).repartition(shuffle_partitions(mem0, n_rows), *tp).groupBy(*tp).agg(
         F.count("_meta").alias("_np"), *claim_aggregates("generation", "m_rank", "pos")
     ).select(_G, "topic", "partition", "_np", "_n_claims", out["holder"].alias("holder"),
-             out["contested"].alias("contested"), "_pos")
+             out["co_holder"].alias("co_holder"), out["contested"].alias("contested"), "_pos")
     # a claim is honoured when its partition is in the subscription and nobody else claims it
     # at its generation; rack-aware groups use it only with a replica on the member's rack
     usable = (F.col("_np") > 0) & (F.col("_n_claims") > 0) & ~F.col("contested")
@@ -481,14 +482,14 @@ def _split_resolved(pm: DataFrame, mem: DataFrame, use_racks: bool) -> tuple[Dat
     pm = pm.join(F.broadcast(owners), [_G, "holder"], "left")
     is_kept = F.col("_usable") & (F.col("_pos") < F.col("_t"))
     kept = pm.where(is_kept).select(_G, F.col("_owner").alias("member_id"), "topic", "partition")
-    unassigned = pm.where(~is_kept).select(_G, "topic", "partition", "holder", "contested",
+    unassigned = pm.where(~is_kept).select(_G, "topic", "partition", "holder", "co_holder",
                                            *(["racks"] if use_racks else []))
     return kept, unassigned
 
 
 def _deal(mem: DataFrame, unassigned: DataFrame, use_racks: bool) -> DataFrame:
     """The unassigned partitions, in Kafka's order, dealt to the members' slots:
-    ``group_id, member_id, m_rank, topic, partition, holder, contested``."""
+    ``group_id, member_id, m_rank, topic, partition, holder, co_holder``."""
     gw = Window.partitionBy(_G)
     extra = F.when(F.col("e_phase").isNotNull() & (F.col("e_rank") < F.col("X")), 1).otherwise(0)
     # slot s < deficit is the member's turn in round s of the deal; slot s == deficit
@@ -509,7 +510,7 @@ def _deal(mem: DataFrame, unassigned: DataFrame, use_racks: bool) -> DataFrame:
         unassigned = unassigned.select("*", (F.row_number().over(gw.orderBy(*base_order)) - 1).alias("pos"))
         return slots.join(unassigned, [_G, "pos"])
     return _rack_fill(mem, slots, unassigned, base_order).join(
-        unassigned.select(_G, "topic", "partition", "holder", "contested"), [_G, "topic", "partition"]
+        unassigned.select(_G, "topic", "partition", "holder", "co_holder"), [_G, "topic", "partition"]
     ).join(F.broadcast(mem.select(_G, "member_id", "m_rank")), [_G, "member_id"])
 
 
