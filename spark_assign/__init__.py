@@ -11,6 +11,7 @@ from .errors import (
     InvalidEventsError,
     InvalidInputError,
     InvalidLagsError,
+    InvalidOptionError,
     InvalidMembersError,
     InvalidPartitionsError,
     MissingColumnError,
@@ -78,6 +79,7 @@ __all__ = [
     "InvalidEventsError",
     "UnknownStrategyError",
     "NoCommonAssignorError",
+    "InvalidOptionError",
     "AssignmentPropertyError",
     "HistoryError",
 ]

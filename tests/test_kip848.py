@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 
 from casetable import SEP, assert_assignment_equal, expected, inputs, load_cases, parse_tp, run_cases
 from spark_assign import assign, properties
-from spark_assign.errors import InvalidOptionError
+from spark_assign import InvalidOptionError
 
 
 def test_server_range_equals_kafka(spark):
