@@ -128,12 +128,15 @@ def chart_moves(pdf, group_id: str) -> str:
     def short(k):
         return "\n".join(SHORT_KINDS.get(x, x) for x in (k or "").split(",") if x)
 
-    labels = [f"{int(g)}\n" + ("round 2" if r and r > 1 else short(k))
-              for g, r, k in zip(pdf["generation"], pdf["round"].fillna(1), kinds)]
-    # the protocol of each generation as background: the rolling upgrade shows as the switch
-    for i, proto in zip(x, pdf["protocol"].fillna("")):
-        if proto.lower() == "cooperative":
-            ax.axvspan(i - 0.5, i + 0.5, color="#55a868", alpha=0.12, lw=0)
+    protos = [p.lower() for p in pdf["protocol"].fillna("")]
+    labels = [f"{int(g)}\n" + (("hand-over" if p == "consumer" else "round 2") if r and r > 1 else short(k))
+              for g, r, k, p in zip(pdf["generation"], pdf["round"].fillna(1), kinds, protos)]
+    # the protocol of each generation as background: the rolling upgrade shows as the switch,
+    # and KIP-848 (consumer) generations in their own colour
+    shades = {"cooperative": "#55a868", "consumer": "#8172b2"}
+    for i, proto in zip(x, protos):
+        if proto in shades:
+            ax.axvspan(i - 0.5, i + 0.5, color=shades[proto], alpha=0.12, lw=0)
     ax.set_xticks(list(x))
     ax.set_xticklabels(labels, fontsize=7)
     ax.set_xlim(-0.5, len(pdf) - 0.5)
@@ -144,6 +147,9 @@ def chart_moves(pdf, group_id: str) -> str:
     handles, names = ax.get_legend_handles_labels()
     handles.append(Patch(color="#55a868", alpha=0.12))
     names.append("COOPERATIVE protocol")
+    if "consumer" in protos:
+        handles.append(Patch(color="#8172b2", alpha=0.12))
+        names.append("CONSUMER protocol (KIP-848)")
     ax.legend(handles, names, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
     return _png(fig)
 
