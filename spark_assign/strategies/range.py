@@ -198,22 +198,6 @@ def _partition_taken(s: Column, pos: Column) -> Column:
     return _let(F.get(cands, 0), with_member)
 
 
-def _rack_aware_owners() -> Column:
-    """The rank owning each partition position, after Kafka's rack pass and fill pass."""
-    init = _state(
-        F.array_repeat(F.lit(-1), F.col("P").cast("int")),
-        F.array_repeat(F.lit(0), F.col("n").cast("int")),
-        F.col("P") % F.col("n"),
-    )
-    members = F.sequence(F.lit(0), F.col("n") - 1)
-    positions = F.sequence(F.lit(0), F.col("P") - 1)
-    copart = F.aggregate(positions, init, _partition_taken)
-    single = F.aggregate(members, init, lambda s, i: _member_takes(s, i, True))
-    matched = F.when(F.col("copartitioned"), copart).otherwise(single)
-    filled = F.aggregate(members, matched, lambda s, i: _member_takes(s, i, False))
-    return filled["owner"]
-
-
 def _owners() -> Column:
     """Rank owning each partition position after Kafka's matching pass and fill pass
     (null for sets that take the closed form). Row columns: kind, cons, prs, n, P, q.
