@@ -93,3 +93,22 @@ def test_random_groups_converge(spark):
     problems = validity_violations(current, members, partitions).unionByName(
         balance_violations(current, members, partitions, "count"))
     assert problems.count() == 0
+
+
+def test_cooperative_check_follows_the_holder_rule(spark):
+    """check_assignment's cooperative check reads the same holder rule: the eager
+    sticky assignment of the holder cases hands t-0 and t-1 to b while a, which dropped
+    topic t, still lists them (violations naming a), hands u-1 from its holder b to a,
+    and gives the contested partitions to one of their claimants (no violation)."""
+    cases = load_cases("cooperative/holders.yaml")
+    members, partitions = inputs(spark, cases)
+    eager = assign(members, partitions, "sticky")
+    got = sorted((r.group_id, r.member_id, r.topic.split("/")[-1], r.partition, r.detail)
+                 for r in cooperative_violations(eager, members, partitions).collect())
+    assert got == [
+        ("coop_contested_to_other_waits", "m1", "t", 0, "held by m2,m3"),
+        ("coop_dropped_topic_still_held", "b", "t", 0, "held by a"),
+        ("coop_dropped_topic_still_held", "b", "t", 1, "held by a"),
+        ("coop_lower_generation_claimant_waits", "a", "u", 1, "held by b"),
+        ("coop_lower_generation_claimant_waits", "b", "t", 0, "held by a"),
+    ]
