@@ -85,3 +85,16 @@ def test_group_protocol_option(spark, strategy, options, fragment):
     with pytest.raises(InvalidOptionError) as err:
         assign(members, parts, strategy, **options)
     assert fragment in str(err.value)
+
+
+def test_topic_missing_from_the_metadata(spark):
+    """The broker resolves subscriptions against its metadata: a topic it does not
+    have is no part of the assignment (both assignors), never an error or a partial one."""
+    members = spark.createDataFrame([("g", "a", ["t", "gone"]), ("g", "b", ["t"])],
+                                    "group_id string, member_id string, topics array<string>")
+    parts = spark.createDataFrame([("t", p) for p in range(4)], "topic string, partition int")
+    uniform = sorted((r.member_id, r.partition) for r in assign(members, parts, "uniform").collect())
+    assert [m for m, _ in uniform].count("a") == 2 and sorted(p for _, p in uniform) == [0, 1, 2, 3]
+    server_range = sorted((r.member_id, r.partition) for r in
+                          assign(members, parts, "range", group_protocol="consumer").collect())
+    assert server_range == [("a", 0), ("a", 1), ("b", 2), ("b", 3)]

@@ -19,7 +19,9 @@ never produces) is owned by neither.
   sticky assignment; no partition could move to a subscriber of its topic holding
   two or more fewer (the sticky assignors' general path, :mod:`.sticky_general`).
 
-No rack awareness (the broker's assignors in Kafka 4.0 take none), no options.
+No rack awareness (the broker's assignors in Kafka 4.0 take none), no options. A
+subscribed topic the metadata does not have plays no part: the broker resolves
+subscriptions against its metadata before its assignor runs.
 Which members keep which partitions when several choices keep as many is not
 Kafka's (Kafka's follows Java hash order): compare results by their properties
 (valid, balanced, partitions kept), as ``tests/cases/kip848/`` does.
