@@ -452,6 +452,8 @@ def simulate(
     >>> r.generations.orderBy("group_id", "generation").show()                      # doctest: +SKIP
     """
     group_protocol = _protocol_of(strategy, group_protocol)
+    if group_protocol == "consumer" and strategy is None:  # the broker's default: the members' lists play no part
+        strategy = "uniform"
     result, rows = _replay(
         events, partitions, strategy=strategy, protocol_rule=protocol_rule, session_timeout_ms=session_timeout_ms,
         group_protocol=group_protocol, heartbeat_interval_ms=heartbeat_interval_ms,
@@ -855,6 +857,7 @@ def what_if(
             raise ValueError(f"variant {v!r}: expected a 'name' and keys among {VARIANT_KEYS}, found {unknown}")
         st = v.get("strategy")
         gp = _protocol_of(st, v.get("group_protocol", group_protocol))
+        st = "uniform" if gp == "consumer" and st is None else st  # the broker's default
         rows.append((
             str(v["name"]), st, v.get("protocol_rule", protocol_rule),
             int(v.get("session_timeout_ms", session_timeout_ms)),
