@@ -41,7 +41,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from .assign import GROUP_PROTOCOLS, assign, strategy_name
-from .errors import AssignmentPropertyError, raise_if_rows
+from .errors import AssignmentPropertyError, InvalidOptionError, raise_if_rows
 from .inputs import OWNED_TYPE, ignored_claims, normalize_members, normalize_partitions, validate_inputs
 from .lineage import materialize_state
 from .owned import resolve_owned
@@ -160,10 +160,10 @@ def rebalance(
     :class:`~spark_assign.errors.AssignmentPropertyError` naming the rows (one action).
 
     ``group_protocol="consumer"`` (or a ``group_protocol`` column in ``members``, per
-    group) runs KIP-848's reconciliation instead of JoinGroup rounds: the broker's
-    assignor (``strategy`` when it is ``uniform`` or ``range``, else a ``remote_assignor``
-    column, else ``uniform``, the broker's default; the members' ``assignors`` play no
-    part) computes the group's
+    group) runs KIP-848's reconciliation instead of JoinGroup rounds
+    (:mod:`spark_assign.reconcile`): the broker's assignor (``strategy`` when it is
+    ``uniform`` or ``range``, else a ``remote_assignor`` column, else ``uniform``, the
+    broker's default; the members' ``assignors`` play no part) computes the group's
     target from the members' current assignments (``owned``); round 1 (the new group
     epoch) hands out every target partition nobody else holds and the members revoke
     what the target takes away (nothing is revoked from members that keep their
@@ -178,7 +178,8 @@ def rebalance(
     if max_rounds < 1:
         raise ValueError(f"max_rounds must be >= 1, got {max_rounds}")
     if group_protocol not in GROUP_PROTOCOLS:
-        raise ValueError(f"unknown group_protocol {group_protocol!r}: expected one of {GROUP_PROTOCOLS}")
+        raise InvalidOptionError(f"option group_protocol of rebalance(): expected one of {list(GROUP_PROTOCOLS)}, "
+                                 f"found {group_protocol!r}")
     m, extra, extra_df = _with_extra(members)
     p = normalize_partitions(partitions)
     if strategy is not None:
