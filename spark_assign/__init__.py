@@ -7,12 +7,15 @@
 from .assign import STRATEGIES, assign, strategy_name
 from .errors import (
     AssignmentPropertyError,
+    ColumnTypeError,
+    ExecutorLostError,
     HistoryError,
+    InvalidConfigError,
     InvalidEventsError,
     InvalidInputError,
     InvalidLagsError,
-    InvalidOptionError,
     InvalidMembersError,
+    InvalidOptionError,
     InvalidPartitionsError,
     MissingColumnError,
     NoCommonAssignorError,
@@ -22,6 +25,7 @@ from .errors import (
 from .history import AssignmentHistory
 from .inputs import diagnostics
 from .lags import compare_strategies, lag_balance, lag_report, partition_lags
+from .lineage import materialization
 from .owned import resolve_owned
 from .ownership import CarriedOwnership, owned_from_history
 from .properties import (
@@ -73,6 +77,8 @@ __all__ = [
     "SparkAssignError",
     "InvalidInputError",
     "MissingColumnError",
+    "ColumnTypeError",
+    "InvalidConfigError",
     "InvalidMembersError",
     "InvalidPartitionsError",
     "InvalidLagsError",
@@ -82,4 +88,6 @@ __all__ = [
     "InvalidOptionError",
     "AssignmentPropertyError",
     "HistoryError",
+    "ExecutorLostError",
+    "materialization",
 ]

@@ -14,7 +14,8 @@ from .inputs import (
     normalize_partitions,
     validate_inputs,
 )
-from .lineage import materialize
+from .lineage import explains_lost_executors, materialize
+from .options import check_options
 
 #: Kafka's assignor names -> the module and function that implement them.
 #: Each function takes normalized, validated ``members`` and ``partitions``
@@ -104,6 +105,7 @@ def strategy_function(name: str) -> Callable[..., DataFrame]:
     return getattr(importlib.import_module(module), func)
 
 
+@explains_lost_executors
 def assign(
     members: DataFrame,
     partitions: DataFrame,
@@ -137,12 +139,14 @@ def assign(
 
     ``validate=False`` skips the input checks (one Spark action: the members' checks and
     the partitions' per-topic summary) for inputs already known to be valid. ``checkpoint``
-    (default) materializes the normalized inputs (a lazy ``localCheckpoint``: stored by
+    (default) materializes the normalized inputs (under the session's materialization
+    policy, :mod:`spark_assign.lineage`; a lazy ``localCheckpoint`` by default, stored by
     the first action that reads them):
     strategies use their inputs many times, and inputs built from earlier assignments (follow-up rounds,
     simulations) would otherwise carry ever deeper plans that Spark re-analyzes
-    at every step. Strategy options (``rack_aware=``, ...) are passed to the
-    strategy.
+    at every step. Strategy options (``rack_aware=``, ...) are the ones the strategy
+    declares (:mod:`spark_assign.options`); an unknown or ill-typed one raises
+    :class:`~spark_assign.errors.InvalidOptionError`.
 
     ``group_protocol``: ``"classic"`` (the client assignors, the default) or
     ``"consumer"`` (KIP-848: the broker's ``uniform`` and ``range``; implied by
@@ -150,13 +154,15 @@ def assign(
     owned partitions and racks: it takes no options.
     """
     protocol = group_protocol_of(strategy, group_protocol)
+    canonical = strategy_name(strategy)
     if protocol == "consumer":
         if options:
             raise InvalidOptionError(
-                f"unknown option(s) {sorted(options)} of strategy {strategy_name(strategy)!r} under "
+                f"unknown option(s) {sorted(options)} of strategy {canonical!r} under "
                 "group_protocol='consumer': the broker's assignors take none (no rack awareness)")
-        if strategy_name(strategy) == "range":  # the server range: the plain range, owned lists ignored
+        if canonical == "range":  # the server range: the plain range, owned lists ignored
             options = {"rack_aware": False}
+    options = check_options(canonical, options)
     fn = strategy_function(strategy)
     m, p = normalize_members(members), normalize_partitions(partitions)
     if checkpoint:

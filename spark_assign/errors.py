@@ -32,6 +32,12 @@ class MissingColumnError(InvalidInputError):
     """A required column is missing or has the wrong type."""
 
 
+class ColumnTypeError(MissingColumnError):
+    """A column has a type that cannot stand for the contract's (``topics`` as a string,
+    ``partition`` as a string that is not a number); the message names the column, the
+    expected type and the found type."""
+
+
 class InvalidMembersError(InvalidInputError):
     """The members DataFrame has null ids, repeated member ids or bad owned partitions."""
 
@@ -48,6 +54,10 @@ class InvalidEventsError(InvalidInputError):
     """A simulation events table is out of order or refers to unknown members."""
 
 
+class InvalidConfigError(InvalidInputError):
+    """A pipeline's config (YAML file or flags) has an unknown key or an invalid value."""
+
+
 class UnknownStrategyError(SparkAssignError, ValueError):
     """The strategy (assignor) name is not one spark-assign knows."""
 
@@ -59,6 +69,12 @@ class InvalidOptionError(SparkAssignError, ValueError):
 
 class NoCommonAssignorError(SparkAssignError, ValueError):
     """The members of a group support no assignor in common."""
+
+
+class ExecutorLostError(SparkAssignError, RuntimeError):
+    """An executor holding this call's local checkpoints was lost (autoscaling down, a
+    spot node, an OOM): the blocks cannot be recomputed. The message names the executor
+    when Spark does, and the setting that avoids it (reliable materialization)."""
 
 
 class AssignmentPropertyError(SparkAssignError, AssertionError):

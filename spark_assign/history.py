@@ -47,11 +47,13 @@ once (10,000 groups -> one generation each); partitioning by ``group_id`` would
 write 10,000 tiny files per call and table. Unpartitioned, a call writes a few
 files per table; :meth:`AssignmentHistory.optimize` compacts them.
 
-One writer per group at a time is assumed (as Kafka has one leader per group).
+Writers into one history take turns (:mod:`spark_assign.locking`): two pipelines recording
+at the same moment never both land the same generation of a group.
 """
 
 from __future__ import annotations
 
+import os
 from datetime import datetime, timezone
 
 from pyspark.sql import DataFrame, SparkSession
@@ -69,11 +71,12 @@ from .history_tables import (  # noqa: F401  (re-exported: the schemas are part 
     TABLES,
 )
 from .inputs import ignored_claims, normalize_members, normalize_partitions
+from .lineage import explains_lost_executors, materialize
 from .properties import revocations as owned_revocations
 from .properties import subscribed_partitions
 from .recording import GENERATION_META, KEY, PAIR, TP, write_generations
 from .recording import record_id  # noqa: F401  (re-exported: history.record_id)
-from .storage import DeltaStore, choose_backend, is_path
+from .storage import DeltaStore, choose_backend, is_path, local_path
 
 
 class AssignmentHistory:
@@ -189,6 +192,25 @@ class AssignmentHistory:
         for store in self.stores.values():
             store.compact()
 
+    def check_writable(self) -> None:
+        """Raise HistoryError, before anything is written, when the history cannot take
+        new generations: its folder is a file or a Delta table itself (not a folder of
+        them), or one of its tables fails :meth:`DeltaStore.check_writable`."""
+        root = self.lock_root()
+        if root is not None and os.path.exists(root):
+            if not os.path.isdir(root):
+                raise HistoryError(f"history {self.location!r} is a file: expected a folder of Delta tables")
+            if os.path.isdir(os.path.join(root, "_delta_log")):
+                raise HistoryError(f"history {self.location!r} is a Delta table itself: expected the folder that "
+                                   f"holds its tables {sorted(self.stores)}")
+        for store in self.stores.values():
+            store.check_writable()
+
+    def lock_root(self) -> str | None:
+        """The local folder that holds the history's commit lock (:mod:`spark_assign.locking`),
+        None for catalog tables and object stores."""
+        return local_path(self.location) if is_path(self.location) else None
+
     def _store(self, table: str) -> DeltaStore:
         if table not in self.stores:
             raise HistoryError(f"unknown history table {table!r}: expected one of {sorted(self.stores)}")
@@ -196,6 +218,7 @@ class AssignmentHistory:
 
     # ------------------------------------------------------------------ writer
 
+    @explains_lost_executors
     def record(
         self,
         assignment: DataFrame,
@@ -249,7 +272,7 @@ class AssignmentHistory:
             a = a.join(lag_rows, ["group_id", *TP], "left")
         else:
             a = a.withColumn("lag", F.lit(None).cast("long"))
-        a = a.localCheckpoint()  # the caller's plan (often a whole assign()) computed once
+        a = materialize(a)  # the caller's plan (often a whole assign()) computed once
         m = normalize_members(members) if members is not None else None
         p = normalize_partitions(partitions) if partitions is not None else None
 
@@ -295,6 +318,7 @@ class AssignmentHistory:
             members=member_rows, revoked_known=revoked is not None, lost_known=lost is not None,
             lags_known=lags is not None, one_per_group=True, label=strategy)
 
+    @explains_lost_executors
     def record_generations(
         self,
         assignments: DataFrame,

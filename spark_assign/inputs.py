@@ -31,6 +31,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from .errors import (
+    ColumnTypeError,
     InvalidMembersError,
     InvalidPartitionsError,
     MissingColumnError,
@@ -72,9 +73,40 @@ def _same_type(a: T.DataType, b: T.DataType) -> bool:
     return strip(a) == strip(b)
 
 
+def _type_problem(name: str, found: T.DataType, expected: T.DataType) -> str | None:
+    """Why a column of type ``found`` cannot stand for ``expected`` (None when it can:
+    the same type, an atomic value for a string, a number for a number, a string of
+    numbers for a number (checked row by row), an array of such values for an array)."""
+    if isinstance(expected, T.ArrayType):
+        if not isinstance(found, T.ArrayType):
+            return "an array"
+        if isinstance(expected.elementType, T.StructType):  # owned: struct<topic, partition>
+            fields = set(found.elementType.names) if isinstance(found.elementType, T.StructType) else set()
+            return None if {"topic", "partition"} <= fields else "an array of struct<topic, partition>"
+        return _type_problem(name, found.elementType, expected.elementType)
+    if isinstance(found, (T.ArrayType, T.MapType, T.StructType, T.BinaryType)):
+        return "a single value"
+    if isinstance(expected, (T.IntegerType, T.LongType)) and not isinstance(
+            found, (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.StringType)):
+        return "a whole number"
+    return None
+
+
+def _check_numbers(df: DataFrame, name: str, dtype: T.DataType, what: str, error) -> None:
+    """A string column that stands for a number: raise ``error`` naming the column and
+    the first values that are not numbers (one Spark job, paid only for string input)."""
+    bad = df.where(F.col(name).isNotNull() & F.col(name).try_cast(dtype).isNull()).select(name).limit(5).collect()
+    if bad:
+        raise error(f"{what} column {name!r}: expected {dtype.simpleString()}, found string values that are "
+                    f"not numbers: {[r[0] for r in bad]}")
+
+
 def conform_columns(df: DataFrame, columns: dict[str, T.DataType], required, what: str, error) -> DataFrame:
     """``df`` with exactly ``columns`` (name -> type), cast, absent optional ones
-    null; ``error`` naming what is expected and found when a ``required`` one is missing."""
+    null; ``error`` naming what is expected and found when a ``required`` one is missing,
+    :class:`ColumnTypeError` naming the column, the expected and the found type when one
+    cannot be cast (``topics`` given as a string, ``partition`` as a string that is not
+    a number)."""
     present = set(df.columns)
     missing = [c for c in required if c not in present]
     if missing:
@@ -85,8 +117,15 @@ def conform_columns(df: DataFrame, columns: dict[str, T.DataType], required, wha
     cols: list[Column] = []
     for name, dtype in columns.items():
         if name in present:
+            found = df.schema[name].dataType
+            problem = None if _same_type(found, dtype) else _type_problem(name, found, dtype)
+            if problem:
+                raise ColumnTypeError(f"{what} column {name!r}: expected {dtype.simpleString()} ({problem}), "
+                                      f"found {found.simpleString()}")
+            if isinstance(found, T.StringType) and isinstance(dtype, (T.IntegerType, T.LongType)):
+                _check_numbers(df, name, dtype, what, ColumnTypeError)
             col = F.col(name)
-            if name == "owned" and not _same_type(df.schema[name].dataType, dtype):
+            if name == "owned" and not _same_type(found, dtype):
                 # accept owned as array of structs with any field order / int width
                 col = F.transform(
                     col,
@@ -140,14 +179,19 @@ def member_problems(members: DataFrame) -> DataFrame:
     """The rows of normalized members that break the contract:
     ``problem, group_id, member_id, count, detail``.
 
-    Problems: a null ``group_id`` or ``member_id``, a null ``topics`` array, a
-    member id repeated within a group, an owned partition with a null topic or a
+    Problems: a null ``group_id`` or ``member_id``, a null ``topics`` array, an empty
+    ``group_id`` or ``member_id``, a member id repeated within a group, an owned partition with a null topic or a
     null or negative partition number.
     """
     nulls = members.where(
         F.col("group_id").isNull() | F.col("member_id").isNull() | F.col("topics").isNull()
     ).select(
         F.lit("null group_id, member_id or topics").alias("problem"),
+        "group_id", "member_id", F.lit(None).cast("long").alias("count"),
+        F.lit(None).cast("string").alias("detail"),
+    )
+    empty = members.where((F.col("group_id") == "") | (F.col("member_id") == "")).select(
+        F.lit("empty group_id or member_id (Kafka never has one)").alias("problem"),
         "group_id", "member_id", F.lit(None).cast("long").alias("count"),
         F.lit(None).cast("string").alias("detail"),
     )
@@ -175,7 +219,7 @@ def member_problems(members: DataFrame) -> DataFrame:
                 F.concat_ws("-", F.coalesce("tp.topic", F.lit("null")),
                             F.coalesce(F.col("tp.partition").cast("string"), F.lit("null"))).alias("detail"))
     )
-    return nulls.unionByName(dupes).unionByName(bad_owned)
+    return nulls.unionByName(empty).unionByName(dupes).unionByName(bad_owned)
 
 
 def topic_sizes(partitions: DataFrame) -> DataFrame:
@@ -236,7 +280,7 @@ def validate_inputs(members: DataFrame, partitions: DataFrame, *, common_assigno
     shuffles run when it is defined); the offending rows are looked up only when
     there are some. ``common_assignor``: the same action also checks that the members
     of each group share an assignor (:class:`NoCommonAssignorError`, as
-    :func:`spark_assign.protocol.check_common_assignor` does).
+    :func:`spark_assign.protocol.check_common_assignor` does) and that there is a member.
 
     >>> sizes = validate_inputs(normalize_members(members), normalize_partitions(partitions))  # doctest: +SKIP
     """
@@ -245,15 +289,19 @@ def validate_inputs(members: DataFrame, partitions: DataFrame, *, common_assigno
     summary = materialize(_topic_summary(partitions), eager=False)
     flags = member_problems(members).select(F.lit("members").alias("_input")).unionByName(
         summary.where(F.col("_bad") | F.col("_repeats")).select(F.lit("partitions").alias("_input")))
-    if common_assignor:
+    if common_assignor:  # a rebalance: also its members' common assignor, and at least one member
         from .protocol import disagreements
 
-        flags = flags.unionByName(disagreements(members).select(F.lit("assignors").alias("_input")))
+        flags = flags.unionByName(disagreements(members).select(F.lit("assignors").alias("_input"))).unionByName(
+            members.agg(F.count("*").alias("_n")).where("_n = 0").select(F.lit("empty").alias("_input")))
     found = flags.agg(  # one row of flags, never the rows themselves
         F.bool_or(F.col("_input") == "members").alias("members"),
         F.bool_or(F.col("_input") == "partitions").alias("partitions"),
         F.bool_or(F.col("_input") == "assignors").alias("assignors"),
+        F.bool_or(F.col("_input") == "empty").alias("empty"),
     ).first()
+    if found["empty"]:
+        raise InvalidMembersError("no members: expected at least one member row to rebalance, found none")
     if found["members"]:
         raise_if_rows(member_problems(members), InvalidMembersError, "invalid members")
     if found["assignors"]:

@@ -3,8 +3,21 @@
 Spark plans are trees, so a DataFrame used twice is planned (and analyzed,
 optimized) twice; a chain of steps that each reuse the previous result grows
 exponentially. The strategies and the rebalance loop materialize such shared
-intermediates with :func:`materialize`, an eager ``localCheckpoint`` (executor
-storage, no checkpoint directory, and supported over Spark Connect).
+intermediates with :func:`materialize`, under the session's materialization policy
+(the ``spark.assign.materialization`` setting, :func:`materialization`):
+
+- ``local``: ``localCheckpoint``, stored in the executors' block managers. Fastest, but
+  the blocks live only on the executor that computed them: when an executor is lost
+  (autoscaling down, a spot node, an OOM) the call fails with
+  :class:`~spark_assign.errors.ExecutorLostError` and must be re-run.
+- ``reliable``: ``checkpoint``, written to the session's checkpoint directory
+  (``spark.checkpoint.dir``), which survives a lost executor. Every materialization is
+  eager (a lazy reliable checkpoint would compute its rows twice) and pays a write and
+  a read of the files.
+- ``auto`` (the default): ``reliable`` when the session has a checkpoint directory,
+  else ``local``.
+
+Both work over Spark Connect (the server's checkpoint directory).
 
 A checkpoint keeps its origin's size estimate, and Spark estimates an inner or
 outer join as the *product* of its sides: state carried from step to step
@@ -17,14 +30,59 @@ for loop state, which is small, and :func:`materialize` elsewhere.
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+import functools
+import re
+from typing import Any, Callable, TypeVar
 
+from pyspark.sql import DataFrame, SparkSession
+
+from .errors import ExecutorLostError, InvalidOptionError
+
+#: the session setting that chooses how intermediates are materialized
+MATERIALIZATION_CONF = "spark.assign.materialization"
+MATERIALIZATION_CHOICES = ("auto", "local", "reliable")
 #: Spark's largest limit: bounds the size estimate, never the data
 _MAX_ROWS = 2**31 - 1
 
 
+def checkpoint_dir(spark: SparkSession) -> str | None:
+    """The session's checkpoint directory: ``spark.checkpoint.dir``, or (classic
+    sessions) the one set with ``SparkContext.setCheckpointDir``; None without one."""
+    directory = spark.conf.get("spark.checkpoint.dir", None)
+    if directory:
+        return directory
+    try:  # classic sessions only; Spark Connect has no SparkContext
+        return spark.sparkContext.getCheckpointDir()
+    except Exception:  # noqa: BLE001 - Connect raises its own not-supported error
+        return None
+
+
+def materialization(spark: SparkSession) -> str:
+    """The materialization policy in effect: ``"local"`` or ``"reliable"`` (see the
+    module docstring). Raises InvalidOptionError for an unknown setting, or for
+    ``reliable`` without a checkpoint directory.
+
+    >>> spark.conf.set("spark.assign.materialization", "reliable")  # doctest: +SKIP
+    >>> materialization(spark)                                       # doctest: +SKIP
+    'reliable'
+    """
+    value = (spark.conf.get(MATERIALIZATION_CONF, None) or "auto").strip().lower()
+    if value not in MATERIALIZATION_CHOICES:
+        raise InvalidOptionError(
+            f"setting {MATERIALIZATION_CONF}={value!r}: expected one of {list(MATERIALIZATION_CHOICES)}")
+    directory = checkpoint_dir(spark)
+    if value == "auto":
+        return "reliable" if directory else "local"
+    if value == "reliable" and not directory:
+        raise InvalidOptionError(
+            f"setting {MATERIALIZATION_CONF}='reliable' needs a checkpoint directory: set spark.checkpoint.dir "
+            "(or SparkContext.setCheckpointDir) to a folder every executor can reach")
+    return value
+
+
 def materialize(df: DataFrame, *, eager: bool = True) -> DataFrame:
-    """``df`` computed once and cut from its lineage.
+    """``df`` computed once and cut from its lineage, by the session's
+    :func:`materialization` policy.
 
     ``eager=False`` cuts the lineage now (the plan is analyzed and planned once, and
     under adaptive execution its shuffle stages run now) but leaves the last stage
@@ -33,8 +91,12 @@ def materialize(df: DataFrame, *, eager: bool = True) -> DataFrame:
     and only for deterministic results (two concurrent reads of a partition not yet
     stored may each compute it).
 
+    ``eager`` applies to local materialization only.
+
     >>> members = materialize(members.where("group_id = 'g1'"))  # doctest: +SKIP
     """
+    if materialization(df.sparkSession) == "reliable":
+        return df.checkpoint(eager=True)
     return df.localCheckpoint(eager=eager)
 
 
@@ -45,7 +107,7 @@ def materialize_state(df: DataFrame, *, eager: bool = True) -> DataFrame:
 
     >>> owned = materialize_state(owned.unionByName(new_owned))  # doctest: +SKIP
     """
-    return df.limit(_MAX_ROWS).localCheckpoint(eager=eager)
+    return materialize(df.limit(_MAX_ROWS), eager=eager)
 
 
 #: rows per task a large hash aggregation aims at (hash tables that stay in cache)
@@ -65,3 +127,66 @@ def shuffle_partitions(df: DataFrame, rows: int) -> int:
     except (TypeError, ValueError):  # "auto" on some platforms
         base = 200
     return max(base, -(-int(rows) // ROWS_PER_TASK))
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+_LOST_BLOCK = re.compile(r"Checkpoint block (\S+) not found", re.IGNORECASE)
+
+
+def executor_ids(spark: SparkSession | None) -> set[str] | None:
+    """The ids of the session's live executors, for naming a lost one in an error;
+    None where Spark does not say (Spark Connect). Diagnostics only: the one place
+    the library reaches into the JVM, and only for a classic session."""
+    try:
+        return set(filter(None, spark.sparkContext._jsc.sc().getExecutorIds().mkString(",").split(",")))  # type: ignore[union-attr]
+    except Exception:  # noqa: BLE001 - Connect, a stopped session, or no session
+        return None
+
+
+def lost_executor_message(exc: BaseException, before: set[str] | None = None,
+                          after: set[str] | None = None) -> str | None:
+    """The ExecutorLostError message for a Spark failure caused by local checkpoint
+    blocks lost with their executor (``before``/``after``: the live executor ids when
+    the call started and when it failed); None for any other failure."""
+    found = _LOST_BLOCK.search(str(exc))
+    if found is None:
+        return None
+    lost = sorted((before or set()) - (after or set())) if before is not None and after is not None else []
+    who = (f"executor {', '.join(lost)}" if len(lost) == 1 else f"executors {', '.join(lost)}") if lost \
+        else "an executor"
+    return (f"{who} holding this call's local checkpoints (block {found.group(1)}) was lost, and local "
+            f"checkpoints cannot be recomputed: nothing of this call was recorded. Re-run it; to survive lost "
+            f"executors, set {MATERIALIZATION_CONF}=reliable (or leave it 'auto') with spark.checkpoint.dir set "
+            "to a folder every executor can reach")
+
+
+def _session_of(args: tuple, kwargs: dict) -> SparkSession | None:
+    for value in (*args, *kwargs.values()):
+        if isinstance(value, DataFrame):
+            return value.sparkSession
+        spark = getattr(value, "spark", None)  # AssignmentHistory
+        if spark is not None and hasattr(spark, "conf"):
+            return spark
+    return SparkSession.getActiveSession()
+
+
+def explains_lost_executors(fn: _F) -> _F:
+    """Decorator for public entry points: a Spark failure caused by lost local
+    checkpoint blocks is raised as ExecutorLostError, naming the lost executor and
+    the setting to change."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        spark = _session_of(args, kwargs)
+        before = executor_ids(spark)
+        try:
+            return fn(*args, **kwargs)
+        except ExecutorLostError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - only lost blocks are translated
+            message = lost_executor_message(exc, before, executor_ids(spark) if before is not None else None)
+            if message is None:
+                raise
+            raise ExecutorLostError(message) from exc
+
+    return wrapper  # type: ignore[return-value]

@@ -32,6 +32,7 @@ from typing import NamedTuple
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from .errors import InvalidOptionError
 from .inputs import OWNED_TYPE, normalize_members
 
 _G = "group_id"
@@ -61,7 +62,7 @@ def owned_from_history(members: DataFrame, history, *, departed: str = "leave",
     >>> carried.members.select("member_id", "owned", "generation").show()       # doctest: +SKIP
     """
     if departed not in DEPARTURES:
-        raise ValueError(f"departed={departed!r}: expected one of {sorted(DEPARTURES)}")
+        raise InvalidOptionError(f"departed={departed!r}: expected one of {sorted(DEPARTURES)}")
     m = normalize_members(members)
     extra = [c for c in members.columns if c not in m.columns and c != "protocol"]
     gens = history.history()

@@ -16,7 +16,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from .errors import AssignmentPropertyError, raise_if_rows
+from .errors import AssignmentPropertyError, InvalidOptionError, raise_if_rows
 from .inputs import normalize_members, normalize_partitions, subscriptions
 from .owned import current_claims
 
@@ -91,7 +91,7 @@ def balance_violations(
     Columns: ``group_id, problem, member_id, topic, partition, detail``.
     """
     if rule not in BALANCE_RULES:
-        raise ValueError(f"unknown balance rule {rule!r}: expected one of {BALANCE_RULES}")
+        raise InvalidOptionError(f"unknown balance rule {rule!r}: expected one of {BALANCE_RULES}")
     m = normalize_members(members)
     loads = member_loads(assignment, m)
     if rule == "count":

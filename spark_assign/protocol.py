@@ -28,7 +28,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from .assign import ALIASES
-from .errors import NoCommonAssignorError, raise_if_rows
+from .errors import InvalidOptionError, NoCommonAssignorError, raise_if_rows
 from .inputs import normalize_members
 from .ordering import java_order
 
@@ -173,7 +173,7 @@ def member_protocols(
     :func:`select_assignor`, computed when not given).
     """
     if protocol_rule not in PROTOCOL_RULES:
-        raise ValueError(f"unknown protocol_rule {protocol_rule!r}: expected one of {PROTOCOL_RULES}")
+        raise InvalidOptionError(f"unknown protocol_rule {protocol_rule!r}: expected one of {PROTOCOL_RULES}")
     m = normalize_members(members)
     if protocol_rule == "static":
         return m.select("group_id", "member_id", member_protocol(canonical_assignors("assignors")).alias("protocol"))
@@ -205,7 +205,7 @@ def group_protocols(
     follows: ``group_id, assignor, votes, protocol`` (COOPERATIVE only when every
     member follows COOPERATIVE)."""
     if protocol_rule not in PROTOCOL_RULES:
-        raise ValueError(f"unknown protocol_rule {protocol_rule!r}: expected one of {PROTOCOL_RULES}")
+        raise InvalidOptionError(f"unknown protocol_rule {protocol_rule!r}: expected one of {PROTOCOL_RULES}")
     m = normalize_members(members)
     sel = selection if selection is not None else select_assignor(m)
     _, group = protocol_columns(F.lit(protocol_rule))

@@ -43,7 +43,8 @@ from pyspark.sql import functions as F
 from .assign import GROUP_PROTOCOLS, assign, strategy_name
 from .errors import AssignmentPropertyError, InvalidOptionError, raise_if_rows
 from .inputs import OWNED_TYPE, ignored_claims, normalize_members, normalize_partitions, validate_inputs
-from .lineage import materialize_state
+from .lineage import explains_lost_executors, materialize_state
+from .options import strategy_options
 from .owned import resolve_owned
 from .properties import cooperative_violations, subscribed_partitions, validity_violations
 from .protocol import (
@@ -117,6 +118,7 @@ def _with_extra(members: DataFrame) -> tuple[DataFrame, list[str], DataFrame | N
     return m, extra, extra_df
 
 
+@explains_lost_executors
 def rebalance(
     members: DataFrame,
     partitions: DataFrame,
@@ -174,12 +176,15 @@ def rebalance(
     >>> r.summary.show(); r.final.show()                            # doctest: +SKIP
     """
     if protocol_rule not in PROTOCOL_RULES:
-        raise ValueError(f"unknown protocol_rule {protocol_rule!r}: expected one of {PROTOCOL_RULES}")
+        raise InvalidOptionError(f"unknown protocol_rule {protocol_rule!r}: expected one of {PROTOCOL_RULES}")
     if max_rounds < 1:
-        raise ValueError(f"max_rounds must be >= 1, got {max_rounds}")
+        raise InvalidOptionError(f"max_rounds must be >= 1, got {max_rounds}")
     if group_protocol not in GROUP_PROTOCOLS:
         raise InvalidOptionError(f"option group_protocol of rebalance(): expected one of {list(GROUP_PROTOCOLS)}, "
                                  f"found {group_protocol!r}")
+    run_options = strategy_options(strategy, options)
+    if history is not None:
+        history.check_writable()  # before any work: a history that cannot take the rounds fails now
     m, extra, extra_df = _with_extra(members)
     p = normalize_partitions(partitions)
     if strategy is not None:
@@ -253,7 +258,7 @@ def rebalance(
                 parts.append(reconciliation_round(name, sm, p, rnd, targets))
                 continue
             glags = lags.join(sm.select(_G).distinct(), _G, "left_semi") if lags is not None else None
-            parts.append(assign(sm, p, name, lags=glags, validate=False, **options))
+            parts.append(assign(sm, p, name, lags=glags, validate=False, **run_options.get(name, {})))
         a = parts[0]
         for extra_a in parts[1:]:
             a = a.unionByName(extra_a)

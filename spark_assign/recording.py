@@ -25,6 +25,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from .errors import HistoryError, describe_rows
+from .locking import history_lock
 from .history_tables import MEMBER_ROW
 
 PAIR = ["group_id", "generation"]
@@ -153,15 +154,17 @@ def write_generations(
     protocol``) in ``history``'s tables: one commit per table, idempotent per set of
     new pairs. Returns the ``generations`` rows of
     the call's pairs (also the ones recorded before: a no-op for those)."""
-    flagged, counts, rid = _checked_pairs(history, generations.select(*PAIR), one_per_group=one_per_group)
-    if counts["present"]:
-        _check_same(history, assignments, flagged.where("_present").select(*PAIR))
-    if counts["new"]:
-        # evaluated by the writes below, all before the generations commit that would
-        # make these pairs "present"
-        new = generations.join(flagged.where(~F.col("_present")).select(*PAIR), PAIR, "left_semi")
-        _write(history, assignments, new, revocations, members, rid, int(counts["new"]),
-               revoked_known=revoked_known, lost_known=lost_known, lags_known=lags_known, label=label)
+    history.check_writable()  # a history that cannot take the rows fails before any write
+    with history_lock(history.lock_root()):  # one writer at a time (spark_assign.locking)
+        flagged, counts, rid = _checked_pairs(history, generations.select(*PAIR), one_per_group=one_per_group)
+        if counts["present"]:
+            _check_same(history, assignments, flagged.where("_present").select(*PAIR))
+        if counts["new"]:
+            # evaluated by the writes below, all before the generations commit that would
+            # make these pairs "present"
+            new = generations.join(flagged.where(~F.col("_present")).select(*PAIR), PAIR, "left_semi")
+            _write(history, assignments, new, revocations, members, rid, int(counts["new"]),
+                   revoked_known=revoked_known, lost_known=lost_known, lags_known=lags_known, label=label)
     return history.history().join(generations.select(*PAIR), PAIR, "left_semi")
 
 

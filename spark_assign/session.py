@@ -45,22 +45,49 @@ def local_session(
     if active is not None:
         return active
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    builder = (
-        SparkSession.builder.master(master)
-        .appName(app_name)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
-        .config("spark.default.parallelism", "2")
-        .config("spark.sql.adaptive.enabled", "true")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.memory", driver_memory or os.environ.get("SPARK_ASSIGN_DRIVER_MEMORY", "4g"))
-        .config("spark.sql.ansi.enabled", "false")
-        .config("spark.python.sql.dataFrameDebugging.enabled", "false")
-        .config("spark.sql.codegen.cache.maxEntries", str(CODEGEN_CACHE_ENTRIES))
-    )
-    for k, v in (extra or {}).items():
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for k, v in {**session_settings(shuffle_partitions, driver_memory), **(extra or {})}.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def session_settings(shuffle_partitions: int = 8, driver_memory: str | None = None) -> dict[str, str]:
+    """The settings :func:`local_session` and :func:`remote_session` give a new session."""
+    return {
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.shuffle.partitions": str(shuffle_partitions),
+        "spark.default.parallelism": "2",
+        "spark.sql.adaptive.enabled": "true",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.driver.memory": driver_memory or os.environ.get("SPARK_ASSIGN_DRIVER_MEMORY", "4g"),
+        "spark.sql.ansi.enabled": "false",
+        "spark.python.sql.dataFrameDebugging.enabled": "false",
+        "spark.sql.codegen.cache.maxEntries": str(CODEGEN_CACHE_ENTRIES),
+    }
+
+
+def remote_session(url: str = "local[2]", *, shuffle_partitions: int = 8,
+                   extra: dict[str, str] | None = None) -> SparkSession:
+    """A Spark Connect session (needs ``pyspark[connect]``). ``url``: ``sc://host:port``
+    for a running Connect server (Databricks serverless, a cluster's), or a local master
+    such as ``local[2]`` to start the Connect server that ships with PySpark, with the
+    settings of :func:`local_session`.
+
+    >>> spark = remote_session("local[2]", shuffle_partitions=4)  # doctest: +SKIP
+    """
+    import warnings
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    settings = session_settings(shuffle_partitions) if not url.startswith("sc://") else {
+        "spark.sql.shuffle.partitions": str(shuffle_partitions), "spark.sql.session.timeZone": "UTC"}
+    builder = SparkSession.builder.remote(url)
+    for k, v in {**settings, **(extra or {})}.items():
+        builder = builder.config(k, v)
+    with warnings.catch_warnings():
+        # the client sets every option again once connected: static ones (the UI, the
+        # driver's memory) were applied when the local server started, and only warn
+        warnings.filterwarnings("ignore", message="Failed to set")
+        return builder.getOrCreate()

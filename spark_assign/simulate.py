@@ -59,6 +59,7 @@ interrupted midway records nothing).
 
 from __future__ import annotations
 
+import importlib.resources
 import logging
 from dataclasses import dataclass
 from typing import Any, Iterable
@@ -67,11 +68,12 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from .errors import InvalidEventsError, raise_if_rows
+from .errors import InvalidEventsError, InvalidOptionError, raise_if_rows
 from .inputs import OWNED_TYPE, conform_columns, normalize_partitions
 from .assign import group_protocol_of
 from .protocol import canonical_assignors, disagreements
-from .lineage import materialize_state
+from .lineage import explains_lost_executors, materialize_state
+from .options import strategy_options
 from .rebalance import rebalance
 
 _G = "group_id"
@@ -410,6 +412,7 @@ def _union(dfs: list[DataFrame]) -> DataFrame | None:
     return out
 
 
+@explains_lost_executors
 def simulate(
     events: DataFrame,
     partitions: DataFrame,
@@ -472,12 +475,22 @@ def _protocol_of(strategy: str | None, group_protocol: str | None) -> str:
     return group_protocol_of(strategy, group_protocol)
 
 
+def _all_options(strategy: str | None, options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` checked against the strategies a replay can run (every client
+    strategy when groups select theirs), parsed; InvalidOptionError otherwise."""
+    parsed: dict[str, Any] = {}
+    for per in strategy_options(strategy, options).values():
+        parsed.update(per)
+    return parsed
+
+
 def _replay(events: DataFrame, partitions: DataFrame, *, strategy, protocol_rule, session_timeout_ms,
             scheduled_rebalance_max_delay_ms, lags, keep_rows: bool, max_rounds: int, validate: bool,
             group_protocol: str = "classic", heartbeat_interval_ms: int = 5_000,
             **options: Any) -> tuple[SimulationResult, DataFrame | None]:
     """:func:`simulate` without the recording: the result, and (``keep_rows``) every
     recorded generation's assignment rows with their lags (None when nothing rebalanced)."""
+    options = _all_options(strategy, options)  # an unknown option fails before the replay starts
     spark = events.sparkSession
     e = normalize_events(events)
     extra_cfg = [c for c in ("_strategy", "_rule", "_timeout", "_delay", "_gp", "_hb") if c in events.columns]
@@ -736,16 +749,15 @@ def simulation_table(history) -> DataFrame:
 
 # --------------------------------------------------------------------------- analytics
 
-#: where the history analytics queries live
-ANALYTICS_DIR = __import__("pathlib").Path(__file__).resolve().parents[1] / "sql" / "analytics"
-
-
 def analytics_sql(name: str) -> str:
-    """The text of ``sql/analytics/<name>.sql``."""
-    path = ANALYTICS_DIR / f"{name}.sql"
-    if not path.exists():
-        raise ValueError(f"unknown analytics query {name!r}: expected one of "
-                         f"{sorted(p.stem for p in ANALYTICS_DIR.glob('*.sql'))}")
+    """The text of the packaged query ``spark_assign/sql/analytics/<name>.sql`` (also
+    ``sql/analytics/`` in a checkout), read with :mod:`importlib.resources`, so it works
+    from an installed wheel."""
+    folder = importlib.resources.files("spark_assign") / "sql" / "analytics"
+    path = folder / f"{name}.sql"
+    if not path.is_file():
+        known = sorted(p.name[:-4] for p in folder.iterdir() if p.name.endswith(".sql"))
+        raise InvalidOptionError(f"unknown analytics query {name!r}: expected one of {known}")
     return path.read_text()
 
 
@@ -811,6 +823,7 @@ WHAT_IF_COLUMNS = (
 )
 
 
+@explains_lost_executors
 def what_if(
     events: DataFrame,
     partitions: DataFrame,
@@ -854,7 +867,8 @@ def what_if(
     for v in variants:
         unknown = sorted(set(v) - set(VARIANT_KEYS))
         if unknown or "name" not in v:
-            raise ValueError(f"variant {v!r}: expected a 'name' and keys among {VARIANT_KEYS}, found {unknown}")
+            raise InvalidOptionError(
+                f"variant {v!r}: expected a 'name' and keys among {VARIANT_KEYS}, found {unknown}")
         st = v.get("strategy")
         gp = _protocol_of(st, v.get("group_protocol", group_protocol))
         st = "uniform" if gp == "consumer" and st is None else st  # the broker's default
@@ -865,7 +879,7 @@ def what_if(
             gp, int(v.get("heartbeat_interval_ms", heartbeat_interval_ms)),
         ))
     if record_variant is not None and record_variant not in {r[0] for r in rows}:
-        raise ValueError(f"record_variant {record_variant!r}: expected one of the variants' names "
+        raise InvalidOptionError(f"record_variant {record_variant!r}: expected one of the variants' names "
                          f"{[r[0] for r in rows]}")
     vcol = F.explode(F.array(*[
         F.struct(F.lit(n).alias("variant"), F.lit(st).cast("string").alias("_strategy"), F.lit(ru).alias("_rule"),

@@ -48,7 +48,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from .errors import HistoryError
+from .errors import HistoryError, InvalidInputError
 
 SPARK_DELTA = "spark-delta"
 EMBEDDED = "embedded"
@@ -95,7 +95,7 @@ def is_path(location: str) -> bool:
     return "/" in location or "\\" in location or location.startswith(".") or ":" in location
 
 
-def _local_path(location: str) -> str | None:
+def local_path(location: str) -> str | None:
     """The local file system path of ``location``, or None for remote URIs."""
     parsed = urlparse(location)
     if parsed.scheme in ("", "file") or len(parsed.scheme) == 1:  # '' / file: / windows drive
@@ -105,7 +105,7 @@ def _local_path(location: str) -> str | None:
 
 def is_delta_path(location: str) -> bool:
     """True if ``location`` holds a Delta table (has a ``_delta_log``)."""
-    local = _local_path(location)
+    local = local_path(location)
     if local is not None:
         return os.path.isdir(os.path.join(local, "_delta_log"))
     try:
@@ -192,7 +192,42 @@ class DeltaStore:
     def _delta_table(self, version: int | None = None):
         from deltalake import DeltaTable
 
-        return DeltaTable(self.location, version=version)
+        try:
+            return DeltaTable(self.location, version=version)
+        except Exception as exc:  # delta-rs: a corrupt or unreadable _delta_log
+            raise HistoryError(f"cannot read the Delta log of {self.location!r}: {exc}") from None
+
+    def check_writable(self) -> None:
+        """Raise HistoryError, before anything is written, when the table cannot take this
+        version's rows: its folder holds something that is not a Delta table, its Delta
+        log cannot be read, or its columns differ from this version's (a column missing,
+        or one added by a newer spark-assign). Embedded backend on a path only (Spark's
+        Delta checks its own writes)."""
+        local = local_path(self.location) if self.by_path else None
+        if self.backend != EMBEDDED or local is None or not os.path.exists(local):
+            return
+        if not os.path.isdir(local):
+            raise HistoryError(f"history table {self.location!r} is a file, not a Delta table folder")
+        if not os.path.isdir(os.path.join(local, "_delta_log")):
+            found = sorted(n for n in os.listdir(local) if n != STAGING_DIR)
+            if found:
+                raise HistoryError(f"history table {self.location!r} is not a Delta table: the folder holds "
+                                   f"{found[:5]} and no _delta_log; expected an empty or missing folder")
+            return
+        try:
+            columns = [f.name for f in self._delta_table().schema().fields]
+        except HistoryError:
+            raise
+        except Exception as exc:
+            raise HistoryError(f"cannot read the Delta schema of {self.location!r}: {exc}") from None
+        expected = self.schema.fieldNames()
+        missing = [c for c in expected if c not in columns]
+        extra = [c for c in columns if c not in expected]
+        if missing or extra:
+            raise HistoryError(
+                f"history table {self.location!r} has columns {columns}, expected {expected}"
+                + (f": missing {missing} (not a spark-assign history, or damaged)" if missing else "")
+                + (f": extra {extra} (written by a newer spark-assign? upgrade to record into it)" if extra else ""))
 
     def committed(self, app_id: str) -> bool:
         """True if a commit with transaction marker ``app_id`` is in the table."""
@@ -319,13 +354,13 @@ class DeltaStore:
         previous = self.spark.conf.get(key, None)
         self.spark.conf.set(key, "TIMESTAMP_MICROS")  # Delta timestamps are microseconds, not INT96
         try:
-            df.write.mode("errorifexists").parquet(staging)
+            df.write.mode("error").parquet(staging)  # "errorifexists" is not accepted by Spark Connect
         finally:
             if previous is None:
                 self.spark.conf.unset(key)
             else:
                 self.spark.conf.set(key, previous)
-        local_root = _local_path(self.location)
+        local_root = local_path(self.location)
         if local_root is None:  # remote storage: keep the files where Spark wrote them
             from pyarrow import fs as pafs
 
@@ -386,7 +421,7 @@ class DeltaStore:
         from deltalake.transaction import AddAction
         import pyarrow.parquet as pq
 
-        local_root = _local_path(self.location)
+        local_root = local_path(self.location)
         if local_root is not None:
             full = os.path.join(local_root, relative)
             st = os.stat(full)
@@ -471,7 +506,7 @@ def detect_format(source: str) -> str:
         return "table"
     if is_delta_path(source):
         return "delta"
-    local = _local_path(source)
+    local = local_path(source)
     if local is not None and os.path.isdir(local):
         names = os.listdir(local)
         if any(n.endswith(".parquet") for n in names):
@@ -480,7 +515,9 @@ def detect_format(source: str) -> str:
             return "json"
         if any(n.endswith(".csv") for n in names):
             return "csv"
-    raise HistoryError(
+    if local is not None and not os.path.exists(local):
+        raise InvalidInputError(f"input {source!r} does not exist")
+    raise InvalidInputError(
         f"cannot tell the format of input {source!r}: expected a Delta folder, a .parquet, "
         ".jsonl/.json, .csv path or a catalog table name; pass the format explicitly"
     )
@@ -513,8 +550,11 @@ def read_input(spark: SparkSession, source: str, fmt: str | None = None) -> Data
     >>> members = read_input(spark, "data/sample/members.jsonl")  # doctest: +SKIP
     """
     fmt = fmt or detect_format(source)
+    local = local_path(source) if fmt != "table" else None
+    if local is not None and not os.path.exists(local):
+        raise InvalidInputError(f"input {source!r} does not exist")
     if fmt not in INPUT_FORMATS:
-        raise HistoryError(f"unknown input format {fmt!r}: expected one of {INPUT_FORMATS}")
+        raise InvalidInputError(f"unknown input format {fmt!r} of input {source!r}: expected one of {INPUT_FORMATS}")
     if fmt == "table":
         return spark.table(source)
     if fmt == "delta":
@@ -524,7 +564,7 @@ def read_input(spark: SparkSession, source: str, fmt: str | None = None) -> Data
 
         files = DeltaTable(source).file_uris()
         if not files:
-            raise HistoryError(f"Delta table {source!r} has no rows")
+            raise InvalidInputError(f"input Delta table {source!r} has no rows")
         return spark.read.parquet(*files)
     if fmt == "parquet":
         return spark.read.parquet(source)

@@ -7,6 +7,8 @@ import pytest
 from spark_assign.history import AssignmentHistory
 from spark_assign.simulate import as_of_generation, generation_version, register_analytics_views, run_analytics
 
+pytestmark = pytest.mark.connect  # the Spark Connect leg runs these too
+
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
 LAGS = {0: 100, 1: 0, 2: 50, 3: 10}

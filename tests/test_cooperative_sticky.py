@@ -3,6 +3,8 @@ still holds, and converge within two follow-up rebalances."""
 
 from __future__ import annotations
 
+import pytest
+
 
 from casetable import assert_assignment_equal, expected, inputs, load_cases, run_cases
 from spark_assign import assign, check_assignment
@@ -13,6 +15,7 @@ from test_sticky import MEMBER_SCHEMA, oracle_constrained, random_groups
 
 
 
+@pytest.mark.connect
 def test_kafka_cooperative_cases(spark):
     """This round as Kafka's tests state it (and spark-assign's own cases: unused
     claims, the holder rule of issue #15), then the follow-up round."""

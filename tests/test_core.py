@@ -57,6 +57,7 @@ def test_kafka_class_names_are_aliases():
     assert strategy_name("roundrobin") == "roundrobin"
 
 
+@pytest.mark.connect
 def test_missing_topics_column_names_expected_and_found(spark, parts):
     members = spark.createDataFrame([("g", "c0")], "group_id string, member_id string")
     with pytest.raises(MissingColumnError) as e:
@@ -65,6 +66,7 @@ def test_missing_topics_column_names_expected_and_found(spark, parts):
     assert "['topics']" in msg and "found ['group_id', 'member_id']" in msg
 
 
+@pytest.mark.connect
 def test_bad_members_named_in_error(spark, parts):
     members = spark.createDataFrame(
         [("g1", "c0", ["t0"]), ("g1", "c0", ["t0"]), ("g2", None, ["t0"]), ("g3", "c9", None)], MEMBERS

@@ -87,12 +87,14 @@ def expected_assignments(spark):
     return spark.createDataFrame(rows, "group_id string, generation int, member_id string, topic string, partition int")
 
 
+@pytest.mark.connect
 def test_assignments_of_every_generation(spark, recorded):
     actual = recorded["history"].assignments().select(*ROW)
     assert_df_equality(strip_topics(actual), strip_topics(expected_assignments(spark)),
                        ignore_row_order=True, ignore_nullable=True)
 
 
+@pytest.mark.connect
 def test_generations_summary(spark, recorded):
     h = recorded["history"]
     expected_long = []
@@ -113,6 +115,7 @@ def test_generations_summary(spark, recorded):
         == {("range", "eager")}
 
 
+@pytest.mark.connect
 def test_revocations_table(spark, recorded):
     rows = []
     for k in range(2):
@@ -139,6 +142,7 @@ def test_record_returns_the_generation_rows(recorded):
     assert {r for _, _, r in second} == {record_id([(c.group_id, 2) for c in step_cases(1)])}
 
 
+@pytest.mark.connect
 def test_members_of_each_generation(recorded):
     """record(members=...) writes who was in the group, members holding nothing too."""
     expected = sorted((c.group_id, k + 1, m["member_id"], m.get("group_instance_id"))
@@ -148,6 +152,7 @@ def test_members_of_each_generation(recorded):
     assert got == expected
 
 
+@pytest.mark.connect
 def test_same_generation_twice_leaves_one_copy_and_one_commit_per_call(recorded):
     loc = recorded["location"]
     for table in (*TABLES, "members"):
@@ -172,6 +177,7 @@ def test_delta_history_dataframe(recorded):
     assert recorded["history"].as_of("generations", 0).count() == len(step_cases(0))
 
 
+@pytest.mark.connect
 def test_latest_generation_and_moves(spark, recorded):
     h = recorded["history"]
     last = {}

@@ -21,6 +21,7 @@ from spark_assign import assign, properties
 from spark_assign import InvalidOptionError
 
 
+@pytest.mark.connect
 def test_server_range_equals_kafka(spark):
     """Every case in one call; the rack case's racks are ignored (the client range
     with racks places it differently)."""
@@ -38,6 +39,7 @@ def test_server_range_equals_kafka(spark):
     assert client != server  # the client range matches racks (KIP-881), the server range does not
 
 
+@pytest.mark.connect
 def test_uniform_against_kafka(spark):
     """All cases in one call: valid, balanced, at least as sticky as Kafka per group."""
     cases = load_cases("kip848/uniform.yaml")

@@ -103,6 +103,7 @@ def as_map(rows):
 # ----------------------------------------------------------------------------- table cases
 
 
+@pytest.mark.connect
 def test_table_cases(spark):
     """The proposal's example, the prototype's tests and the option cases, in one job."""
     cases = casetable.load_cases("lag_aware")

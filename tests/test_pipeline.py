@@ -1,4 +1,4 @@
-"""pipelines/rebalance.py, run in-process through its main(argv) with the shared session."""
+"""spark-assign rebalance (pipelines/rebalance.py), run in-process through its main(argv) with the shared session."""
 
 from __future__ import annotations
 
@@ -21,16 +21,9 @@ SAMPLE_GROUPS = ["analytics", "billing", "orders-service"]
 COLS = ["group_id", "member_id", "topic", "partition"]
 
 
-def load_pipeline():
-    spec = importlib.util.spec_from_file_location("rebalance_pipeline", ROOT / "pipelines" / "rebalance.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def pipeline():
-    return load_pipeline()
+    return importlib.import_module("spark_assign.cli.rebalance")
 
 
 def test_sample_rerun_leaves_one_copy_then_a_membership_export_carries_ownership(spark, pipeline, tmp_path, capsys, monkeypatch):
@@ -95,6 +88,7 @@ def gens_of(gens, group):
     return sorted(n for g, n in gens if g == group)
 
 
+@pytest.mark.connect
 def test_csv_inputs_strategy_override_and_default_generations(spark, pipeline, tmp_path, capsys):
     (tmp_path / "members.csv").write_text(
         "group_id,member_id,topics,owned,generation\n"

@@ -21,6 +21,7 @@ def range_run(spark):
     result.unpersist()
 
 
+@pytest.mark.connect
 def test_kafka_range_assignor_cases(spark, range_run):
     assert len(CASES) >= 90
     assert_assignment_equal(range_run, expected(spark, CASES))

@@ -17,6 +17,7 @@ def _with_protocol(spark, cases, members):
     return members.join(proto, ["group_id", "member_id"])
 
 
+@pytest.mark.connect
 @pytest.mark.parametrize("rule", ["static", "dynamic"])
 def test_rebalance_cases(spark, rule):
     cases = load_cases("protocol/rebalance.yaml")
@@ -38,6 +39,7 @@ def test_rebalance_cases(spark, rule):
     assert len(after[("eager_scale_out", "c2")].owned) == 3
 
 
+@pytest.mark.connect
 def test_cooperative_two_rounds_recorded(spark, tmp_path):
     cases = [c for c in load_cases("protocol/rebalance.yaml") if c.name == "eager_scale_out"]
     members, partitions = inputs(spark, cases)

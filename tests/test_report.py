@@ -1,14 +1,16 @@
-"""pipelines/report.py: the HTML report of a real history, charts embedded."""
+"""spark-assign report (pipelines/report.py): the HTML report of a real history, charts embedded."""
 
+import pytest
 import base64
 import re
 
 from test_analytics_sql import build_history
 
-from pipelines.report import write_report
+from spark_assign.cli.report import write_report
 
 
 
+@pytest.mark.connect
 def test_report_is_self_contained_with_charts(spark, tmp_path):
     history = build_history(spark, tmp_path / "history")
     what_if = spark.createDataFrame(

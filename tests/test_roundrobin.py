@@ -3,12 +3,15 @@ Spark job, one group per case, compared with chispa; validity checked on every r
 
 from __future__ import annotations
 
+import pytest
+
 from casetable import assert_assignment_equal, expected, inputs, load_cases, run_cases
 from spark_assign import check_assignment
 
 CASES = load_cases("roundrobin")
 
 
+@pytest.mark.connect
 def test_kafka_roundrobin_assignor_cases(spark):
     assert len(CASES) >= 15
     result = run_cases(spark, CASES, validate=False).cache()

@@ -33,6 +33,7 @@ def _parts(spark):
     return spark.createDataFrame([("t", i) for i in range(6)], "topic string, partition int")
 
 
+@pytest.mark.connect
 def test_simulate_static_crash_and_delayed_resolution(spark, tmp_path):
     history = AssignmentHistory(str(tmp_path / "history"), spark)
     events = _events(spark, ["plain", "delayed"]).withColumn(

@@ -4,6 +4,7 @@ plain-Python oracle of Kafka's constrained algorithm (tests only)."""
 
 from __future__ import annotations
 
+import pytest
 import random
 from collections import defaultdict
 
@@ -124,6 +125,7 @@ def random_groups(seed: int, count: int):
 
 
 # ---------------------------------------------------------------------------------------
+@pytest.mark.connect
 def test_kafka_uniform_cases(spark):
     """Kafka's exact lists for the uniform scenarios, and spark-assign's own cases of
     claims a member cannot use (one Spark job, one group per case)."""

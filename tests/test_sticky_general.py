@@ -219,6 +219,7 @@ def test_at_least_as_sticky_as_kafka(general_run):
     assert worse == {}, {g: f"ours {o} < kafka {k}" for g, (o, k) in worse.items()}
 
 
+@pytest.mark.connect
 def test_fresh_general_groups_through_assign(spark):
     """Only general groups and nobody owning anything: ``assign`` skips the uniform
     path and the claim resolution. The result equals the general path given the

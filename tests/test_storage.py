@@ -11,7 +11,7 @@ from chispa import assert_df_equality
 from deltalake import DeltaTable
 from pyspark.sql import types as T
 
-from spark_assign.errors import HistoryError
+from spark_assign.errors import HistoryError, InvalidInputError
 from spark_assign.inputs import normalize_members, normalize_partitions
 from spark_assign.storage import (
     EMBEDDED,
@@ -109,5 +109,8 @@ def test_read_input_formats(spark, tmp_path):
 
     assert detect_format("a/b.jsonl") == "json" and detect_format("x.csv") == "csv"
     assert detect_format("x.parquet") == "parquet" and detect_format("main.ops.members") == "table"
-    with pytest.raises(HistoryError, match="cannot tell the format"):
+    with pytest.raises(InvalidInputError, match="nothing-here' does not exist"):
         detect_format(str(tmp_path / "nothing-here"))
+    (tmp_path / "odd").mkdir()
+    with pytest.raises(InvalidInputError, match="cannot tell the format"):
+        detect_format(str(tmp_path / "odd"))

@@ -29,7 +29,7 @@ _G = "group_id"
 
 def assign_cooperative_sticky(
     members: DataFrame, partitions: DataFrame, *, lags=None, validate: bool = True,
-    rack_aware="auto", member_order: str = "member_id", topic_sizes: DataFrame | None = None, **options,
+    rack_aware="auto", member_order: str = "member_id", topic_sizes: DataFrame | None = None,
 ) -> DataFrame:
     """Kafka's CooperativeStickyAssignor for every group in ``members`` (normalized).
 

@@ -65,6 +65,7 @@ from typing import Callable
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from ..errors import InvalidOptionError
 from ..inputs import subscriptions
 from ..lags import partition_lags
 from ..ordering import java_order
@@ -299,7 +300,7 @@ def assign_lag_aware(
     cooperative: bool = False,
     auto_offset_reset: str = "latest",
     method: str = "auto",
-    **options,
+    topic_sizes: DataFrame | None = None,
 ) -> DataFrame:
     """The lag-aware assignor (KAFKA-5337) for every group in ``members``.
 
@@ -311,17 +312,17 @@ def assign_lag_aware(
     >>> assign(members, parts, "lag-aware", lags=lags, balance="group").show()  # doctest: +SKIP
     """
     if balance not in BALANCE_MODES:
-        raise ValueError(f"lag-aware: unknown balance {balance!r}, expected one of {BALANCE_MODES}")
+        raise InvalidOptionError(f"lag-aware: unknown balance {balance!r}, expected one of {BALANCE_MODES}")
     if tie_break not in TIE_BREAKS:
-        raise ValueError(f"lag-aware: unknown tie_break {tie_break!r}, expected one of {TIE_BREAKS}")
+        raise InvalidOptionError(f"lag-aware: unknown tie_break {tie_break!r}, expected one of {TIE_BREAKS}")
     if method not in METHODS:
-        raise ValueError(f"lag-aware: unknown method {method!r}, expected one of {METHODS}")
+        raise InvalidOptionError(f"lag-aware: unknown method {method!r}, expected one of {METHODS}")
     if not isinstance(max_skew, int) or max_skew < 0:
-        raise ValueError(f"lag-aware: max_skew must be an int >= 0, found {max_skew!r}")
+        raise InvalidOptionError(f"lag-aware: max_skew must be an int >= 0, found {max_skew!r}")
     if not (0 <= float(threshold) <= 1):
-        raise ValueError(f"lag-aware: threshold must be a fraction in [0, 1], found {threshold!r}")
+        raise InvalidOptionError(f"lag-aware: threshold must be a fraction in [0, 1], found {threshold!r}")
     if method == "wave" and (max_skew > 0 or sticky):
-        raise ValueError("lag-aware: method='wave' needs max_skew=0 and sticky=False")
+        raise InvalidOptionError("lag-aware: method='wave' needs max_skew=0 and sticky=False")
     lag = partition_lags(lags, auto_offset_reset, validate=validate) if lags is not None else None
     kw = dict(balance=balance, max_skew=max_skew, tie_break=tie_break)
     result = _core(members, partitions, lag, kept_from=None, method=method, **kw)

@@ -52,22 +52,20 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.utils import is_remote
 
+from ..errors import InvalidOptionError
+from ..options import RACK_AWARE, parse_rack_aware
 from ..ordering import with_member_index
 from ..quota import rank_for_position
 
-#: accepted values of the ``rack_aware`` option
-RACK_AWARE_MODES = ("auto", True, False)
-
-
 def _rack_mode(rack_aware) -> str:
-    """``"auto"``, ``"force"`` or ``"off"`` from the ``rack_aware`` option."""
-    if isinstance(rack_aware, str):
-        key = rack_aware.strip().lower()
-        if key in ("auto", "true", "false"):
-            return {"auto": "auto", "true": "force", "false": "off"}[key]
-    elif rack_aware is True or rack_aware is False:
-        return "force" if rack_aware else "off"
-    raise ValueError(f"rack_aware must be one of {RACK_AWARE_MODES}, found {rack_aware!r}")
+    """``"auto"``, ``"force"`` or ``"off"`` from the ``rack_aware`` option
+    (:func:`spark_assign.options.parse_rack_aware`)."""
+    try:
+        parsed = parse_rack_aware(rack_aware)
+    except ValueError:
+        raise InvalidOptionError(f"option 'rack_aware' of strategy 'range': expected {RACK_AWARE.expected}, "
+                                 f"found {rack_aware!r}") from None
+    return {"auto": "auto", True: "force", False: "off"}[parsed]
 
 
 def _topic_metadata(partitions: DataFrame) -> DataFrame:
@@ -251,7 +249,10 @@ def _rack_aware_sets(per_topic: DataFrame, mode: str) -> DataFrame:
     return sets.withColumn("kind", kind)
 
 
-def assign_range(members: DataFrame, partitions: DataFrame, *, lags=None, rack_aware="auto", **options) -> DataFrame:
+def assign_range(
+    members: DataFrame, partitions: DataFrame, *, lags=None, validate: bool = True, rack_aware="auto",
+    topic_sizes: DataFrame | None = None,
+) -> DataFrame:
     """Kafka's RangeAssignor for every group in ``members`` (normalized inputs).
 
     >>> assign(members, partitions, "range", rack_aware="auto")  # doctest: +SKIP

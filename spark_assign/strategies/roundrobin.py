@@ -44,7 +44,10 @@ def _enter(state: Column, topic: Column) -> Column:
     )
 
 
-def assign_roundrobin(members: DataFrame, partitions: DataFrame, *, lags=None, **options) -> DataFrame:
+def assign_roundrobin(
+    members: DataFrame, partitions: DataFrame, *, lags=None, validate: bool = True,
+    topic_sizes: DataFrame | None = None,
+) -> DataFrame:
     """Kafka's RoundRobinAssignor for every group in ``members`` (normalized inputs).
 
     >>> assign(members, partitions, "roundrobin")  # doctest: +SKIP

@@ -136,7 +136,6 @@ def assign_sticky(
     rack_aware="auto",
     member_order: str = "member_id",
     topic_sizes: DataFrame | None = None,
-    **options,
 ) -> DataFrame:
     """Kafka's StickyAssignor for every group in ``members`` (normalized members and
     partitions, as :func:`spark_assign.assign` passes them).

@@ -1,0 +1,57 @@
+"""The jobs as a command line: ``spark-assign rebalance|simulate|report``.
+
+``pip install spark-assign`` puts ``spark-assign`` on the PATH; ``pipelines/*.py`` in a
+checkout run the same code (``spark-submit pipelines/rebalance.py``, a Databricks Python
+task). Every job prints a :class:`~spark_assign.errors.SparkAssignError` as one line on
+stderr and exits with code 2; ``spark-assign <job> --help`` lists its flags and config keys.
+
+    spark-assign rebalance --config conf/sample.yaml
+    spark-assign simulate --config conf/scenario.yaml
+    spark-assign report --history out/history --out out/report.html
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from typing import Sequence
+
+#: job -> (module, one-line description)
+JOBS: dict[str, tuple[str, str]] = {
+    "rebalance": ("spark_assign.cli.rebalance", "one full rebalance of every group, recorded in the history"),
+    "simulate": ("spark_assign.cli.simulate", "replay membership events (and what-if variants), write the report"),
+    "report": ("spark_assign.cli.report", "the HTML report of a recorded history"),
+}
+
+
+def one_line(exc: BaseException) -> str:
+    """An error's message on one line (the offending rows joined with ``; ``).
+
+    >>> one_line(ValueError("invalid members: 1 problem row(s):\\n  group_id='g'"))
+    "invalid members: 1 problem row(s): group_id='g'"
+    """
+    parts = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return " ".join(parts[:1] + ["; ".join(parts[1:])]).strip()
+
+
+def usage() -> str:
+    lines = ["usage: spark-assign <job> [--help | flags]", "", "jobs:"]
+    lines += [f"  {name:<10} {doc}" for name, (_, doc) in JOBS.items()]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``spark-assign <job> ...``: runs the job's ``main`` and returns its exit code."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help"):
+        print(usage())
+        return 0 if args else 2
+    job, rest = args[0], args[1:]
+    if job not in JOBS:
+        print(f"spark-assign: unknown job {job!r}: expected one of {list(JOBS)}", file=sys.stderr)
+        return 2
+    return importlib.import_module(JOBS[job][0]).main(rest)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

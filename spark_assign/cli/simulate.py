@@ -1,0 +1,181 @@
+"""Run a simulation scenario, record its history, write the HTML report.
+
+    spark-assign simulate --config conf/scenario.yaml
+    python pipelines/simulate.py --config conf/scenario.yaml   # from a checkout
+
+Reads the events (CSV: ``group_id,at,kind,member_id,group_instance_id,rack,
+topics,assignors,topic,partitions,partition,lag``, arrays ``|``-separated) and
+the partition counts (``topic,partitions``), replays the events recording
+every generation under ``<out>/history`` (replaced on each run) together with
+the what-if variants (one replay: :func:`spark_assign.simulate.what_if` with
+``record_variant``; without variants :func:`spark_assign.simulate.simulate`)
+and writes ``<out>/report.html``. Relative paths in the config are taken from the
+current directory when they exist there, else from the folder above the config's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from ..assign import strategy_name
+from ..errors import InvalidConfigError, SparkAssignError
+from ..lineage import materialize
+from ..options import strategy_options
+from . import one_line
+from .rebalance import _resolve, read_config
+
+#: the config keys and what they hold (``--help`` lists them)
+CONFIG_KEYS: dict[str, str] = {
+    "events": "events CSV (required)",
+    "partitions": "partition counts CSV: topic,partitions (required)",
+    "out": "output folder: history under <out>/history, report at <out>/report.html (default out)",
+    "title": "the report's title",
+    "strategy": "assignor for every group (null: Kafka's selection from the members' assignors)",
+    "options": "strategy options, e.g. {rack_aware: true}",
+    "protocol_rule": "static | dynamic (KIP-726)",
+    "session_timeout_ms": "static members' session timeout (default 45000)",
+    "scheduled_rebalance_max_delay_ms": "delayed resolution of departed members (default 0)",
+    "group_protocol": "classic | consumer (KIP-848); null: the strategy's",
+    "heartbeat_interval_ms": "KIP-848 hand-over delay (default 5000)",
+    "max_rounds": "bound on the rounds of a rebalance (default 5)",
+    "what_if": "variants: [{name, strategy, protocol_rule, session_timeout_ms, ...}]",
+}
+REQUIRED_KEYS = ("events", "partitions")
+
+EVENTS_CSV_SCHEMA = (
+    "group_id string, at long, kind string, member_id string, group_instance_id string, rack string, "
+    "topics string, assignors string, topic string, partitions int, partition int, lag long"
+)
+
+
+def read_events(spark: SparkSession, path: str) -> DataFrame:
+    """The events CSV as an events DataFrame (arrays split on ``|``)."""
+    df = spark.read.csv(path, header=True, schema=EVENTS_CSV_SCHEMA)
+    split = lambda c: F.when(F.col(c).isNull() | (F.trim(c) == ""), F.lit(None).cast("array<string>")).otherwise(  # noqa: E731
+        F.split(F.col(c), r"\|"))
+    return df.withColumn("topics", split("topics")).withColumn("assignors", split("assignors"))
+
+
+def read_partitions(spark: SparkSession, path: str) -> DataFrame:
+    """``topic,partitions`` counts as ``topic, partition`` rows."""
+    counts = spark.read.csv(path, header=True, schema="topic string, partitions int")
+    rows = counts.select("topic", F.explode(F.sequence(F.lit(0), F.col("partitions") - 1)).alias("partition"))
+    return rows.select("topic", F.col("partition").cast("int").alias("partition"))
+
+
+def load_config(path: str) -> dict[str, Any]:
+    """The scenario config: known keys only, the required ones present, relative paths
+    resolved (see the module doc); InvalidConfigError naming the key otherwise."""
+    config = read_config(path)
+    unknown = sorted(set(config) - set(CONFIG_KEYS))
+    if unknown:
+        raise InvalidConfigError(f"unknown key(s) {unknown} in {path}: expected {sorted(CONFIG_KEYS)}")
+    missing = [k for k in REQUIRED_KEYS if not config.get(k)]
+    if missing:
+        raise InvalidConfigError(f"missing key(s) {missing} in {path}: expected {list(REQUIRED_KEYS)}")
+    for key in ("session_timeout_ms", "scheduled_rebalance_max_delay_ms", "heartbeat_interval_ms", "max_rounds"):
+        value = config.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise InvalidConfigError(f"{key} in {path}: expected an int >= 0, found {value!r}")
+    if not isinstance(config.get("what_if") or [], list) or not isinstance(config.get("options") or {}, dict):
+        raise InvalidConfigError(f"{path}: what_if must be a list of variants and options a mapping")
+    if config.get("strategy"):
+        config["strategy"] = strategy_name(config["strategy"])
+    strategy_options(config.get("strategy"), config.get("options") or {})
+    base = os.path.dirname(os.path.dirname(os.path.abspath(path)))
+    for key in ("events", "partitions", "out"):
+        if config.get(key):
+            config[key] = _resolve(str(config[key]), base)
+    for key in REQUIRED_KEYS:
+        if "://" not in config[key] and not os.path.exists(config[key]):
+            raise InvalidConfigError(f"{key} in {path}: no file {config[key]!r}")
+    return config
+
+
+def run(config: dict, spark: SparkSession | None = None) -> dict:
+    """Run the scenario of ``config`` (as :func:`load_config` returns it); return paths
+    and the what-if table."""
+    from ..history import AssignmentHistory
+    from ..session import local_session
+    from ..simulate import simulate, simulation_table, what_if
+    from .report import write_report
+
+    spark = spark or local_session("spark-assign-simulate")
+    out = Path(config.get("out") or "out")
+    out.mkdir(parents=True, exist_ok=True)
+    hist_dir = out / "history"
+    shutil.rmtree(hist_dir, ignore_errors=True)  # a scenario run replaces its history
+    history = AssignmentHistory(str(hist_dir), spark)
+    events = read_events(spark, config["events"])
+    partitions = read_partitions(spark, config["partitions"])
+    settings = dict(
+        protocol_rule=config.get("protocol_rule", "static"),
+        session_timeout_ms=int(config.get("session_timeout_ms", 45000)),
+        scheduled_rebalance_max_delay_ms=int(config.get("scheduled_rebalance_max_delay_ms") or 0),
+        group_protocol=config.get("group_protocol"),  # null: classic, or the strategy's (uniform: KIP-848)
+        heartbeat_interval_ms=int(config.get("heartbeat_interval_ms") or 5000),
+    )
+    options = dict(config.get("options") or {}, max_rounds=int(config.get("max_rounds") or 5))
+    variants = list(config.get("what_if") or [])
+    comparison = None
+    t0 = time.time()
+    if variants:
+        # the replay and its what-if variants in one replay: the variant with the
+        # scenario's own settings is the one recorded (added, and left out of the
+        # comparison, when no variant has them)
+        main = {"strategy": config.get("strategy"), **settings}
+        recorded = next((str(v["name"]) for v in variants
+                         if {k: v.get(k, d) for k, d in main.items()} == main), None)
+        hidden = recorded is None
+        if hidden:
+            recorded = "_scenario"
+            variants.append({"name": recorded, **main})
+        comparison = what_if(events, partitions, variants, history=history, record_variant=recorded,
+                             **settings, **options)
+        if hidden:
+            comparison = comparison.where(F.col("variant") != recorded)
+        comparison = comparison.orderBy("group_id", "variant")
+        comparison = materialize(comparison)
+        logging.info("simulated with %d what-if variant(s) in %.1f s", len(variants), time.time() - t0)
+    else:
+        simulate(events, partitions, strategy=config.get("strategy"), history=history, **settings, **options)
+        logging.info("simulated in %.1f s", time.time() - t0)
+    report = out / "report.html"
+    write_report(history, report, what_if=comparison, title=config.get("title", "spark-assign scenario"))
+    return {"history": str(hist_dir), "report": str(report), "what_if": comparison,
+            "generations": simulation_table(history)}
+
+
+def main(argv=None) -> int:
+    """Entry point (``spark-assign simulate``): returns the exit code, 2 with one line
+    on stderr for a bad config or any :class:`~spark_assign.errors.SparkAssignError`."""
+    keys = "\n".join(f"  {k:<34} {v}" for k, v in CONFIG_KEYS.items())
+    parser = argparse.ArgumentParser(prog="spark-assign simulate", description=__doc__.splitlines()[0],
+                                     epilog=f"config keys (YAML):\n{keys}",
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", required=True, help="the scenario's YAML config (see conf/scenario.yaml)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    try:
+        res = run(load_config(args.config))
+    except SparkAssignError as exc:
+        print(f"simulate failed: {type(exc).__name__}: {one_line(exc)}", file=sys.stderr)
+        return 2
+    print(f"history: {res['history']}\nreport:  {res['report']}")
+    if res["what_if"] is not None:
+        res["what_if"].show(truncate=False)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

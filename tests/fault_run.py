@@ -1,0 +1,111 @@
+"""Run by tests/test_faults.py in its own process: a local-cluster Spark (two executor
+JVMs), one executor killed (SIGKILL, by its pid) in the middle of an ``assign()`` and
+of a ``rebalance()`` that records history. Prints one JSON line per call.
+
+usage: python tests/fault_run.py local|reliable WORKDIR
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+from pyspark.sql import functions as F
+
+from spark_assign import AssignmentHistory, assign, check_assignment, rebalance
+from spark_assign.session import local_session
+
+#: the kill comes once this many Spark jobs of the call have started
+KILL_AFTER_JOBS = 8
+
+
+def main(mode: str, workdir: str) -> None:
+    extra = {
+        "spark.assign.materialization": mode,
+        "spark.executor.memory": "512m",
+        # every shuffle keeps its 4 partitions, so each executor stores blocks of each checkpoint
+        "spark.sql.adaptive.coalescePartitions.enabled": "false",
+    }
+    if mode == "reliable":
+        extra["spark.checkpoint.dir"] = os.path.join(workdir, "checkpoints")
+    spark = local_session(master="local-cluster[2,1,1024]", shuffle_partitions=4, extra=extra)
+    sc = spark.sparkContext
+
+    def executor_pids() -> list[int]:
+        out = subprocess.run(["ps", "-ww", "-eo", "pid,args"], capture_output=True, text=True, check=True).stdout
+        return [int(line.split()[0]) for line in out.splitlines()
+                if "CoarseGrainedExecutorBackend" in line and sc.applicationId in line]  # -ww: whole lines
+
+    def jobs() -> int:
+        return len(sc.statusTracker().getJobIdsForGroup(None))
+
+    def with_a_kill(call):
+        deadline = time.monotonic() + 120
+        while len(executor_pids()) < 2 and time.monotonic() < deadline:  # a lost one is relaunched
+            time.sleep(0.2)
+        start, killed = jobs(), []
+
+        def killer():
+            while not killed and time.monotonic() < deadline:
+                if jobs() - start >= KILL_AFTER_JOBS:
+                    pid = executor_pids()[0]
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append(pid)
+                time.sleep(0.01)
+
+        thread = threading.Thread(target=killer, daemon=True)
+        thread.start()
+        try:
+            outcome = {"result": call()}
+        except Exception as exc:  # noqa: BLE001 - reported to the test
+            outcome = {"error": type(exc).__name__, "message": str(exc)[:2000]}
+        killed.append(0)  # stops the killer if it has not fired
+        thread.join()
+        return {**outcome, "killed": [pid for pid in killed if pid]}
+
+    members = spark.range(0, 400, numPartitions=4).select(
+        F.concat(F.lit("g"), (F.col("id") % 40).cast("string")).alias("group_id"),
+        F.concat(F.lit("m"), F.col("id").cast("string")).alias("member_id"),
+        F.array(F.lit("t"), F.lit("u")).alias("topics"))
+    partitions = spark.range(0, 100, numPartitions=4).select(
+        F.explode(F.array(F.lit("t"), F.lit("u"))).alias("topic"), F.col("id").cast("int").alias("partition"))
+
+    def rows(df):
+        return sorted(tuple(r) for r in df.select("group_id", "member_id", "topic", "partition").collect())
+
+    # assign(): the result under a kill equals the result without one
+    outcome = with_a_kill(lambda: rows(check_assignment(assign(members, partitions, "sticky"), members, partitions)))
+    if "result" in outcome:
+        outcome["result"] = outcome["result"] == rows(assign(members, partitions, "sticky"))
+    print(json.dumps({"call": "assign", **outcome}), flush=True)
+
+    # rebalance() recording its rounds: a cooperative rebalance of 40 groups that each get a
+    # joiner (two rounds, the inputs read in both), on a history holding generation 1
+    history = AssignmentHistory(os.path.join(workdir, "history"), spark)
+    first = rebalance(members, partitions, strategy="cooperative-sticky", history=history)
+    joined = first.members.select("group_id", "member_id", "topics", "owned", "generation").unionByName(
+        spark.range(0, 40, numPartitions=2).select(
+            F.concat(F.lit("g"), F.col("id").cast("string")).alias("group_id"),
+            F.concat(F.lit("joiner"), F.col("id").cast("string")).alias("member_id"),
+            F.array(F.lit("t"), F.lit("u")).alias("topics"),
+            F.lit(None).cast("array<struct<topic:string,partition:int>>").alias("owned"),
+            F.lit(None).cast("int").alias("generation")))
+    before = history.history().count()
+    outcome = with_a_kill(lambda: rows(rebalance(joined, partitions, strategy="cooperative-sticky",
+                                                 history=history).final))
+    outcome["generations_before"] = before
+    outcome["generations"] = history.history().count()
+    outcome["assignment_rows"] = history.assignments().count()
+    if "result" in outcome:
+        outcome["result"] = outcome["result"] == rows(history.latest())
+    print(json.dumps({"call": "rebalance", **outcome}), flush=True)
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])

@@ -1,0 +1,77 @@
+"""A lost executor, for real: tests/fault_run.py starts a local-cluster Spark (two executor
+JVMs) and kills one executor (SIGKILL, by its pid) in the middle of an ``assign()`` and of a
+``rebalance()`` that records history, under each materialization policy.
+
+- ``reliable`` (a checkpoint directory): both calls complete, with the result of a run
+  without the kill, and the rebalance's generations are recorded.
+- ``local``: both calls fail with ExecutorLostError naming the lost executor and the
+  setting to change, and the history holds exactly what it held before (nothing
+  half-recorded).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run(mode: str, workdir: Path) -> dict[str, dict]:
+    log = workdir / "driver.log"
+    with open(log, "w") as stderr:
+        proc = subprocess.run([sys.executable, str(ROOT / "tests" / "fault_run.py"), mode, str(workdir)],
+                              stdout=subprocess.PIPE, stderr=stderr, text=True, timeout=900, cwd=ROOT)
+    outcomes = {}
+    for line in proc.stdout.splitlines():
+        if line.startswith("{"):
+            outcome = json.loads(line)
+            outcomes[outcome["call"]] = outcome
+    assert proc.returncode == 0 and set(outcomes) == {"assign", "rebalance"}, log.read_text()[-3000:]
+    return outcomes
+
+
+def test_reliable_materialization_survives_a_lost_executor(tmp_path):
+    outcomes = run("reliable", tmp_path)
+    for call, outcome in outcomes.items():
+        assert len(outcome["killed"]) == 1, outcome  # the kill happened during the call
+        assert outcome.get("result") is True, outcome  # completed, with the right result
+    rebalanced = outcomes["rebalance"]
+    assert rebalanced["generations"] == rebalanced["generations_before"] + 80  # 40 groups x 2 rounds
+    assert any(p.is_dir() for p in (tmp_path / "checkpoints").iterdir())
+
+
+def test_local_materialization_fails_clearly_and_records_nothing(tmp_path):
+    outcomes = run("local", tmp_path)
+    for call, outcome in outcomes.items():
+        assert len(outcome["killed"]) == 1, outcome
+        assert outcome.get("error") == "ExecutorLostError", outcome
+        message = outcome["message"]
+        assert message.startswith("executor ") and "spark.assign.materialization=reliable" in message, message
+        assert "spark.checkpoint.dir" in message
+    rebalanced = outcomes["rebalance"]
+    assert rebalanced["generations"] == rebalanced["generations_before"] == 40  # generation 1 only
+    assert rebalanced["assignment_rows"] == 8000
+
+
+@pytest.mark.parametrize("setting, fragment", [
+    ("sometimes", "spark.assign.materialization='sometimes': expected one of ['auto', 'local', 'reliable']"),
+    ("reliable", "needs a checkpoint directory: set spark.checkpoint.dir"),
+])
+def test_materialization_setting_is_checked(spark, setting, fragment):
+    from spark_assign import InvalidOptionError, assign, materialization
+
+    assert materialization(spark) == "local"  # the test session has no checkpoint directory
+    spark.conf.set("spark.assign.materialization", setting)
+    try:
+        members = spark.createDataFrame([("g", "m", ["t"])], "group_id string, member_id string, topics array<string>")
+        parts = spark.createDataFrame([("t", 0)], "topic string, partition int")
+        with pytest.raises(InvalidOptionError) as raised:
+            assign(members, parts, "sticky").collect()
+        assert fragment in str(raised.value)
+    finally:
+        spark.conf.unset("spark.assign.materialization")
