@@ -24,11 +24,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import fmt_s, ratio, run_peer, session, time_spark, to_python, uniform_members, write_results  # noqa: E402
-from pyspark.sql import functions as F  # noqa: E402
+from common import fmt_s, ratio, run_peer, session, time_spark, to_python, uniform_members, write_results
+from pyspark.sql import functions as F
 
-from spark_assign import assign  # noqa: E402
-from spark_assign.lags import lag_balance  # noqa: E402
+from spark_assign import assign
+from spark_assign.lags import lag_balance
 
 
 def zipf_lags(members, partitions, *, exponent: float = 1.1, scale: float = 1e6, seed: int = 42):

@@ -26,10 +26,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import fmt_s, ratio, run_peer, session, time_spark, to_python, uniform_members, write_results  # noqa: E402
-from pyspark.sql import functions as F  # noqa: E402
+from common import fmt_s, ratio, run_peer, session, time_spark, to_python, uniform_members, write_results
+from pyspark.sql import functions as F
 
-from spark_assign import assign  # noqa: E402
+from spark_assign import assign
 
 PEER_TIMEOUT = 600.0
 

@@ -25,10 +25,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import SparkJobs, Timing, fmt_s, ratio, session, write_results  # noqa: E402
-from pyspark.sql import functions as F  # noqa: E402
+from common import SparkJobs, Timing, fmt_s, ratio, session, write_results
+from pyspark.sql import functions as F
 
-from spark_assign.simulate import simulate  # noqa: E402
+from spark_assign.simulate import simulate
 
 PARTITIONS = 24
 PEER_TIMEOUT = 600.0

@@ -23,9 +23,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import MEMBER_COLS, SparkJobs, Timing, fmt_s, run_peer, session, to_python, write_results  # noqa: E402
+from common import MEMBER_COLS, SparkJobs, Timing, fmt_s, run_peer, session, to_python, write_results
 
-from spark_assign import assign, next_round_members  # noqa: E402
+from spark_assign import assign, next_round_members
 
 STRATEGIES = ("range", "roundrobin", "sticky", "cooperative-sticky")
 

@@ -161,7 +161,7 @@ class SparkJobs:
     def _newest(self) -> int:
         return max(self.tracker.getJobIdsForGroup(None), default=-1)
 
-    def __enter__(self) -> "SparkJobs":
+    def __enter__(self) -> SparkJobs:
         self._before = self._newest()
         return self
 

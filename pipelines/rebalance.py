@@ -13,7 +13,7 @@ import sys
 if importlib.util.find_spec("spark_assign") is None:  # a checkout without the package installed
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from spark_assign.cli.rebalance import main  # noqa: E402
+from spark_assign.cli.rebalance import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -7,7 +7,7 @@ log points straight at the bad record.
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 #: how many offending rows an error message lists before it says "and N more"
 MAX_LISTED = 10

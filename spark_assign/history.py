@@ -74,8 +74,14 @@ from .inputs import ignored_claims, normalize_members, normalize_partitions
 from .lineage import explains_lost_executors, materialize
 from .properties import revocations as owned_revocations
 from .properties import subscribed_partitions
-from .recording import GENERATION_META, KEY, PAIR, TP, write_generations
-from .recording import record_id  # noqa: F401  (re-exported: history.record_id)
+from .recording import (
+    GENERATION_META,
+    KEY,
+    PAIR,
+    TP,
+    record_id,  # noqa: F401  (re-exported: history.record_id)
+    write_generations,
+)
 from .storage import DeltaStore, choose_backend, is_path, local_path
 
 

@@ -300,6 +300,7 @@ def validate_inputs(members: DataFrame, partitions: DataFrame, *, common_assigno
         F.bool_or(F.col("_input") == "assignors").alias("assignors"),
         F.bool_or(F.col("_input") == "empty").alias("empty"),
     ).first()
+    assert found is not None  # a global aggregate: one row
     if found["empty"]:
         raise InvalidMembersError("no members: expected at least one member row to rebalance, found none")
     if found["members"]:

@@ -22,7 +22,7 @@ Measures: :func:`lag_report` (per member), :func:`lag_balance` (per group) and
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -182,11 +182,12 @@ def compare_strategies(
     from .assign import assign
 
     lag = partition_lags(lags) if lags is not None else None
-    out = None
+    out: DataFrame | None = None
     for s in strategies:
         a = assign(members, partitions, s, lags=lag, **(options if s == "lag-aware" else {}))
         rep = lag_report(a, lag, members).select(F.lit(s).alias("strategy"), "*")
         out = rep if out is None else out.unionByName(rep)
+    assert out is not None, "no strategies given"
     return out
 
 

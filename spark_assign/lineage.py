@@ -32,7 +32,8 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from pyspark.sql import DataFrame, SparkSession
 
@@ -53,7 +54,7 @@ def checkpoint_dir(spark: SparkSession) -> str | None:
         return directory
     try:  # classic sessions only; Spark Connect has no SparkContext
         return spark.sparkContext.getCheckpointDir()
-    except Exception:  # noqa: BLE001 - Connect raises its own not-supported error
+    except Exception:
         return None
 
 
@@ -123,7 +124,7 @@ def shuffle_partitions(df: DataFrame, rows: int) -> int:
     >>> parts.repartition(shuffle_partitions(parts, 2_000_000), "topic")  # doctest: +SKIP
     """
     try:
-        base = int(df.sparkSession.conf.get("spark.sql.shuffle.partitions"))
+        base = int(df.sparkSession.conf.get("spark.sql.shuffle.partitions") or 200)
     except (TypeError, ValueError):  # "auto" on some platforms
         base = 200
     return max(base, -(-int(rows) // ROWS_PER_TASK))
@@ -139,7 +140,7 @@ def executor_ids(spark: SparkSession | None) -> set[str] | None:
     the library reaches into the JVM, and only for a classic session."""
     try:
         return set(filter(None, spark.sparkContext._jsc.sc().getExecutorIds().mkString(",").split(",")))  # type: ignore[union-attr]
-    except Exception:  # noqa: BLE001 - Connect, a stopped session, or no session
+    except Exception:
         return None
 
 
@@ -183,7 +184,7 @@ def explains_lost_executors(fn: _F) -> _F:
             return fn(*args, **kwargs)
         except ExecutorLostError:
             raise
-        except Exception as exc:  # noqa: BLE001 - only lost blocks are translated
+        except Exception as exc:
             message = lost_executor_message(exc, before, executor_ids(spark) if before is not None else None)
             if message is None:
                 raise

@@ -23,7 +23,7 @@ import json
 import os
 import socket
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 from .errors import HistoryError
 

@@ -29,8 +29,9 @@ uniform            (none: the broker's assignors take none)
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 from .errors import InvalidOptionError
 

@@ -200,6 +200,7 @@ def rebalance(
 
     # the protocol rule: the argument, or per group from an extra ``protocol_rule`` column
     if "protocol_rule" in extra:
+        assert extra_df is not None  # the columns listed in ``extra`` come from it
         rules = extra_df.groupBy(_G).agg(F.coalesce(F.max("protocol_rule"), F.lit(protocol_rule)).alias("_rule"))
         m = m.join(rules, _G)
     else:
@@ -317,7 +318,7 @@ def rebalance(
               ("assigned", "pending", "unavailable", "revoked", "lost", "moved")],
         ), eager=False)
         # one action computes and stores the summary and tells whether some group is pending
-        any_pending = bool(s.agg(F.max(F.col("pending") > 0)).first()[0])
+        any_pending = bool(s.agg(F.max(F.col("pending") > 0)).first()[0])  # type: ignore[index]  # a global aggregate: one row
         summaries.append(s)
         assignment_rounds.append(a)
         revocation_rounds.append(rev)

@@ -37,6 +37,7 @@ def with_group_protocols(m: DataFrame, extra_df: DataFrame | None, extra: list[s
     group's ``remote_assignor`` column (KIP-848's ``group.remote.assignor``), else
     ``uniform`` (the broker's default). The members' own lists play no part."""
     if "group_protocol" in extra:
+        assert extra_df is not None  # the columns listed in ``extra`` come from it
         gp = extra_df.groupBy(_G).agg(F.coalesce(F.max("group_protocol"), F.lit(group_protocol)).alias("_gp"))
         m = m.join(gp, _G)
     else:
@@ -46,6 +47,7 @@ def with_group_protocols(m: DataFrame, extra_df: DataFrame | None, extra: list[s
     if "remote_assignor" in extra and forced not in PROTOCOL_STRATEGIES["consumer"]:
         names = F.create_map(*[F.lit(x) for k, v in [*SERVER_ALIASES.items(), *(
             (n, n) for n in PROTOCOL_STRATEGIES["consumer"])] for x in (k, v)])
+        assert extra_df is not None
         remote = extra_df.groupBy(_G).agg(F.max("remote_assignor").alias("_remote"))
         m = m.join(remote, _G, "left")
         server = F.coalesce(names[F.col("_remote")], server)

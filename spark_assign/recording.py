@@ -19,14 +19,14 @@ the number of groups and generations:
 from __future__ import annotations
 
 import hashlib
-from typing import Iterable
+from collections.abc import Iterable
 
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from .errors import HistoryError, describe_rows
-from .locking import history_lock
 from .history_tables import MEMBER_ROW
+from .locking import history_lock
 
 PAIR = ["group_id", "generation"]
 KEY = ["group_id", "generation", "record_id"]
@@ -99,6 +99,7 @@ def _checked_pairs(history, pairs: DataFrame, *, one_per_group: bool):
         F.count(F.when(repeated, 1)).alias("repeated"), F.sum("_present").alias("present"),
         F.sum("_new").alias("new"), *[F.sum(f"_s{i}").alias(f"s{i}") for i in range(_RID_CHUNKS)],
     ).first()
+    assert counts is not None  # a global aggregate: one row
 
     def names(cond):
         return sorted(r.group_id for r in per_group.where(cond).orderBy("group_id").take(10))

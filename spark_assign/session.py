@@ -7,7 +7,6 @@ import sys
 
 from pyspark.sql import SparkSession
 
-
 #: compiled classes Spark's code generation keeps (Spark's default: 100)
 CODEGEN_CACHE_ENTRIES = 1000
 

@@ -61,19 +61,20 @@ from __future__ import annotations
 
 import importlib.resources
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from .assign import group_protocol_of
 from .errors import InvalidEventsError, InvalidOptionError, raise_if_rows
 from .inputs import OWNED_TYPE, conform_columns, normalize_partitions
-from .assign import group_protocol_of
-from .protocol import canonical_assignors, disagreements
 from .lineage import explains_lost_executors, materialize_state
 from .options import strategy_options
+from .protocol import canonical_assignors, disagreements
 from .rebalance import rebalance
 
 _G = "group_id"
@@ -405,10 +406,11 @@ class SimulationResult:
     lags: DataFrame | None = None
 
 
-def _union(dfs: list[DataFrame]) -> DataFrame | None:
-    out = None
-    for d in dfs:
-        out = d if out is None else out.unionByName(d)
+def _union(dfs: list[DataFrame]) -> DataFrame:
+    """The rows of ``dfs`` (at least one frame) in one DataFrame."""
+    out = dfs[0]
+    for d in dfs[1:]:
+        out = out.unionByName(d)
     return out
 
 
@@ -605,7 +607,7 @@ def _replay(events: DataFrame, partitions: DataFrame, *, strategy, protocol_rule
         new_owned = owned_now.join(rb_groups, _G, "left_anti")
         # a step whose events call for a rebalance has groups to rebalance; otherwise only
         # departures or released partitions may call for one (that action stores the flags)
-        if (flags_k is not None and flags_k.triggers) or flags.agg(F.bool_or("rebalanced")).first()[0]:
+        if (flags_k is not None and flags_k.triggers) or flags.agg(F.bool_or("rebalanced")).first()[0]:  # type: ignore[index]  # a global aggregate: one row
             # materialized by rebalance()
             members = _members_for(roster.join(rb_groups, _G, "left_semi"), owned_now, group_state, flags)
             scoped_meta = meta.join(rb_groups, _G, "left_semi")
@@ -732,8 +734,7 @@ def _check_rosters_agree(rosters: DataFrame, steps: DataFrame) -> None:
 def simulation_store(history):
     """The ``simulation`` Delta table beside ``history``: simulated time and
     counts of every recorded generation (:data:`SIMULATION_SCHEMA`)."""
-    from .storage import DeltaStore
-    from .storage import is_path
+    from .storage import DeltaStore, is_path
 
     sep = "/" if is_path(history.location) else "."
     return DeltaStore(history.spark, f"{history.location}{sep}simulation", SIMULATION_SCHEMA, backend=history.backend)
@@ -903,7 +904,7 @@ def what_if(
         scheduled_rebalance_max_delay_ms=scheduled_rebalance_max_delay_ms, lags=vlags,
         keep_rows=history is not None, max_rounds=max_rounds, validate=validate, **options)
     if history is not None and recorded_rows is not None:
-        tables = (recorded_rows, r.generations, r.revocations)
+        tables: tuple[DataFrame, ...] = (recorded_rows, r.generations, r.revocations)
         if record_variant is not None:
             suffix = f"@{record_variant}"
             tables = tuple(

@@ -325,7 +325,7 @@ class DeltaStore:
         self.commit(staged, app_id=app_id, metadata=meta)
         return True
 
-    def stage(self, df: DataFrame) -> "Staged":
+    def stage(self, df: DataFrame) -> Staged:
         """Prepare ``df``'s rows for a later :meth:`Staged.commit`.
 
         Embedded backend: the Parquet files are written now, into the table folder,
@@ -418,8 +418,8 @@ class DeltaStore:
         table.create_write_transaction(actions, mode="append", schema=schema, commit_properties=props)
 
     def _add_action(self, relative: str):
-        from deltalake.transaction import AddAction
         import pyarrow.parquet as pq
+        from deltalake.transaction import AddAction
 
         local_root = local_path(self.location)
         if local_root is not None:

@@ -28,9 +28,10 @@ loader does not know stay in ``Case.raw`` for the test to use.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import yaml
 

@@ -26,7 +26,7 @@ def build_history(spark, path) -> AssignmentHistory:
     """Record the five generations of group ``g`` (topic ``t``, 4 partitions)."""
     history = AssignmentHistory(str(path), spark)
     parts = spark.createDataFrame([("t", p) for p in range(4)], "topic string, partition int")
-    lags = spark.createDataFrame([("g", "t", p, l) for p, l in LAGS.items()],
+    lags = spark.createDataFrame([("g", "t", p, lag) for p, lag in LAGS.items()],
                                  "group_id string, topic string, partition int, lag long")
     for gen, (secs, rnd, owners, present) in GENERATIONS.items():
         rows = [("g", m, "t", p) for m, ps in owners.items() for p in ps]

@@ -4,15 +4,12 @@ still holds, and converge within two follow-up rebalances."""
 from __future__ import annotations
 
 import pytest
-
-
 from casetable import assert_assignment_equal, expected, inputs, load_cases, run_cases
-from spark_assign import assign, check_assignment
-from spark_assign.properties import balance_violations, cooperative_violations, validity_violations
-from spark_assign.properties import revocations
-from spark_assign.strategies.cooperative_sticky import next_round_members
 from test_sticky import MEMBER_SCHEMA, oracle_constrained, random_groups
 
+from spark_assign import assign, check_assignment
+from spark_assign.properties import balance_violations, cooperative_violations, revocations, validity_violations
+from spark_assign.strategies.cooperative_sticky import next_round_members
 
 
 @pytest.mark.connect

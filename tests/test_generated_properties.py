@@ -17,8 +17,8 @@ from __future__ import annotations
 import random
 
 import pytest
-
 from casetable import load_cases, parse_tp
+
 from spark_assign import assign, check_assignment
 
 NUM_GROUPS = 500
@@ -266,7 +266,10 @@ def test_generated_range_rack_aware_forced_and_off(spark, generated):
     members, partitions = members.repartition(7, "member_id"), partitions.repartition(3, "partition")
     forced = assign(members, partitions, "range", rack_aware=True, validate=False)
     off = assign(members, partitions, "range", rack_aware=False, validate=False)
-    tag = lambda df, label: df.selectExpr(f"concat('{label}:', group_id) AS group_id", "member_id", "topic", "partition")
+
+    def tag(df, label):
+        return df.selectExpr(f"concat('{label}:', group_id) AS group_id", "member_id", "topic", "partition")
+
     expected_forced = _oracle(spark, lambda ms, ts: ref_range(ms, ts, force=True))
     expected_off = _oracle(spark, lambda ms, ts: ref_range([{**m, "rack": None} for m in ms], ts))
     _compare(tag(forced, "forced").unionByName(tag(off, "off")),

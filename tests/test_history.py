@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from casetable import CASES_DIR, SEP, Case, expected, inputs, lags, parse_tp, strip_topics
 from chispa import assert_df_equality
 from deltalake import DeltaTable
 from pyspark.sql import functions as F
 
-from casetable import CASES_DIR, SEP, Case, expected, inputs, lags, parse_tp, strip_topics
 from spark_assign.errors import HistoryError
 from spark_assign.history import GENERATIONS_SCHEMA, AssignmentHistory, record_id
 

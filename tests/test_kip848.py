@@ -14,11 +14,10 @@ from __future__ import annotations
 from collections import defaultdict
 
 import pytest
+from casetable import SEP, assert_assignment_equal, expected, inputs, load_cases, parse_tp, run_cases
 from pyspark.sql import functions as F
 
-from casetable import SEP, assert_assignment_equal, expected, inputs, load_cases, parse_tp, run_cases
-from spark_assign import assign, properties
-from spark_assign import InvalidOptionError
+from spark_assign import InvalidOptionError, assign, properties
 
 
 @pytest.mark.connect

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import random
 
+import casetable
 import pytest
 from pyspark.sql import functions as F
 
-import casetable
 from spark_assign import assign
 from spark_assign.errors import InvalidLagsError
 from spark_assign.lags import lag_balance
 from spark_assign.properties import balance_violations, cooperative_violations, validity_violations
-
 
 MEMBERS = ("group_id string, member_id string, topics array<string>, "
            "owned array<struct<topic:string,partition:int>>, generation int")
@@ -92,7 +91,7 @@ def frames(spark, mem, sizes, lags, owned=None):
             for g, ms in mem.items() for m, ts in ms.items()]
     members = spark.createDataFrame(rows, MEMBERS)
     parts = spark.createDataFrame([(t, p) for t, n in sizes.items() for p in range(n)], PARTS)
-    lag_df = spark.createDataFrame([(g, t, p, l) for (g, t, p), l in lags.items()], LAGS)
+    lag_df = spark.createDataFrame([(g, t, p, lag) for (g, t, p), lag in lags.items()], LAGS)
     return members, parts, lag_df
 
 
@@ -229,8 +228,8 @@ def _sticky_input(spark):
     }
     lags = {}
     for g in mem:
-        for p, l in enumerate([100, 90, 5, 1, 50, 40]):
-            lags[(g, "t", p)] = l
+        for p, lag in enumerate([100, 90, 5, 1, 50, 40]):
+            lags[(g, "t", p)] = lag
     sizes = {"t": 6}
     return mem, owned, lags, sizes
 

@@ -1,10 +1,10 @@
 """Assignor selection and rebalance protocol: table-driven cases under tests/cases/protocol/."""
 
 import pytest
+from casetable import inputs, load_cases
 from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
-from casetable import inputs, load_cases
 from spark_assign.errors import NoCommonAssignorError
 from spark_assign.protocol import group_protocols, member_protocols, select_assignor
 

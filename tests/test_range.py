@@ -5,9 +5,9 @@ and the range properties on every result."""
 from __future__ import annotations
 
 import pytest
+from casetable import assert_assignment_equal, expected, inputs, load_cases, run_cases
 from pyspark.sql import functions as F
 
-from casetable import assert_assignment_equal, expected, inputs, load_cases, run_cases
 from spark_assign import assign, check_assignment
 from spark_assign.strategies.range import assign_range
 

@@ -1,14 +1,13 @@
 """rebalance(): selection, protocol, revocations, rounds; history recording."""
 
 import pytest
+from casetable import assert_assignment_equal, expected, inputs, load_cases
 from pyspark.sql import functions as F
 
-from casetable import assert_assignment_equal, expected, inputs, load_cases
 from spark_assign.errors import NoCommonAssignorError
 from spark_assign.history import AssignmentHistory
 from spark_assign.properties import check_assignment, cooperative_violations
 from spark_assign.rebalance import rebalance
-
 
 
 def _with_protocol(spark, cases, members):

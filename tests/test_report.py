@@ -1,13 +1,12 @@
 """spark-assign report (pipelines/report.py): the HTML report of a real history, charts embedded."""
 
-import pytest
 import base64
 import re
 
+import pytest
 from test_analytics_sql import build_history
 
 from spark_assign.cli.report import write_report
-
 
 
 @pytest.mark.connect

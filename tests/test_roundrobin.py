@@ -4,8 +4,8 @@ Spark job, one group per case, compared with chispa; validity checked on every r
 from __future__ import annotations
 
 import pytest
-
 from casetable import assert_assignment_equal, expected, inputs, load_cases, run_cases
+
 from spark_assign import check_assignment
 
 CASES = load_cases("roundrobin")

@@ -8,7 +8,6 @@ from spark_assign.errors import InvalidEventsError, NoCommonAssignorError
 from spark_assign.history import AssignmentHistory
 from spark_assign.simulate import compare, normalize_events, simulate, simulation_table, validate_events
 
-
 E = ("group_id string, at long, kind string, member_id string, group_instance_id string, "
      "topics array<string>, assignors array<string>, topic string, partitions int")
 

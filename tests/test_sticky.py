@@ -4,13 +4,10 @@ plain-Python oracle of Kafka's constrained algorithm (tests only)."""
 
 from __future__ import annotations
 
-import pytest
 import random
 from collections import defaultdict
 
-from chispa import assert_df_equality
-from pyspark.sql import functions as F
-
+import pytest
 from casetable import (
     assert_assignment_equal,
     expected,
@@ -18,12 +15,14 @@ from casetable import (
     load_cases,
     run_cases,
 )
+from chispa import assert_df_equality
+from pyspark.sql import functions as F
+
 from spark_assign import assign, check_assignment
 from spark_assign.inputs import normalize_members, normalize_partitions
 from spark_assign.properties import balance_violations, validity_violations
 from spark_assign.strategies.sticky import split_uniform
 from spark_assign.strategies.sticky_uniform import _route, assign_uniform, group_topic_sizes, java_string_hash
-
 
 MEMBER_SCHEMA = (
     "group_id string, member_id string, topics array<string>, "

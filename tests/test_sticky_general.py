@@ -14,13 +14,13 @@ import random
 from collections import defaultdict
 
 import pytest
+from casetable import SEP, assert_assignment_equal, expected, inputs, load_cases, parse_tp
 from pyspark.sql import functions as F
 
-from casetable import SEP, assert_assignment_equal, expected, inputs, load_cases, parse_tp
 from spark_assign import assign, properties
+from spark_assign.errors import AssignmentPropertyError
 from spark_assign.inputs import normalize_members, normalize_partitions
 from spark_assign.owned import resolve_owned
-from spark_assign.errors import AssignmentPropertyError
 from spark_assign.strategies.sticky_general import assign_general, target_counts
 
 RANDOM_GROUPS = 240

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import importlib
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 #: job -> (module, one-line description)
 JOBS: dict[str, tuple[str, str]] = {

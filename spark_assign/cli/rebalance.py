@@ -44,7 +44,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import yaml
 from pyspark.sql import DataFrame, SparkSession
@@ -152,7 +153,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def load_config(args: argparse.Namespace) -> dict[str, Any]:
     """The run's settings: defaults, then the YAML config, then the flags."""
-    cfg = {k: (dict(v) if isinstance(v, dict) else v) for k, v in DEFAULTS.items()}
+    cfg: dict[str, Any] = {k: (dict(v) if isinstance(v, dict) else v) for k, v in DEFAULTS.items()}
     if args.config:
         loaded = read_config(args.config)
         unknown = set(loaded) - set(DEFAULTS)

@@ -17,18 +17,19 @@ import html
 import io
 import sys
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.patches import Patch  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
-from pyspark.sql import DataFrame  # noqa: E402
-from pyspark.sql import functions as F  # noqa: E402
+import matplotlib.pyplot as plt
+from matplotlib.patches import Patch
+from matplotlib.ticker import MaxNLocator
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
-from ..errors import SparkAssignError  # noqa: E402
-from . import one_line  # noqa: E402
+from ..errors import SparkAssignError
+from . import one_line
 
 #: at most this many groups get their own charts; at most this many members per chart
 MAX_GROUPS = 4
@@ -209,7 +210,7 @@ def write_report(history, path, *, what_if: DataFrame | None = None, title: str 
         if len(summary):
             parts.append(_img(chart_moves(summary, g), f"{g} moves and unassigned"))
             parts.append("<details><summary>generations</summary>" + _table(summary) + "</details>")
-        lags = member_lags(history, g).toPandas()
+        lags: Any = member_lags(history, g).toPandas()
         if len(lags) and lags["lag"].sum() > 0:
             parts.append(_img(chart_lags(lags, g), f"{g} lag per member"))
         elif len(lags):

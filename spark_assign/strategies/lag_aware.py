@@ -60,7 +60,8 @@ does not depend on the input.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
+from typing import Any
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
@@ -324,7 +325,7 @@ def assign_lag_aware(
     if method == "wave" and (max_skew > 0 or sticky):
         raise InvalidOptionError("lag-aware: method='wave' needs max_skew=0 and sticky=False")
     lag = partition_lags(lags, auto_offset_reset, validate=validate) if lags is not None else None
-    kw = dict(balance=balance, max_skew=max_skew, tie_break=tie_break)
+    kw: dict[str, Any] = dict(balance=balance, max_skew=max_skew, tie_break=tie_break)
     result = _core(members, partitions, lag, kept_from=None, method=method, **kw)
     if sticky:
         kept_result = _core(members, partitions, lag, kept_from=resolve_owned(members, partitions),

@@ -57,6 +57,7 @@ from ..options import RACK_AWARE, parse_rack_aware
 from ..ordering import with_member_index
 from ..quota import rank_for_position
 
+
 def _rack_mode(rack_aware) -> str:
     """``"auto"``, ``"force"`` or ``"off"`` from the ``rack_aware`` option
     (:func:`spark_assign.options.parse_rack_aware`)."""

@@ -27,12 +27,12 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from ..inputs import ASSIGNMENT_COLUMNS, topic_sizes as count_topic_sizes
+from ..inputs import ASSIGNMENT_COLUMNS
+from ..inputs import topic_sizes as count_topic_sizes
 from ..lineage import materialize
 from ..owned import partition_claims, without_transfers
 from .sticky_general import assign_general
 from .sticky_uniform import assign_uniform, group_layout
-
 
 _G = "group_id"
 
@@ -95,6 +95,7 @@ def sticky_assignment(
         F.bool_or(g & F.col("_claims")).alias("general_claims"),
         F.bool_or(g & F.col("_racks")).alias("general_racks"),
     ).first()
+    assert paths is not None  # a global aggregate: one row
     uniform, general = split_uniform(members, kinds)
     result = None
     if paths["uniform"] or not paths["general"]:  # no groups at all: the uniform path's empty result
@@ -108,6 +109,7 @@ def sticky_assignment(
             racks=bool(paths["uniform_racks"]), layout=layout,
         ).select(*ASSIGNMENT_COLUMNS)
     if not paths["general"]:
+        assert result is not None  # the uniform path ran
         return result
     claims = None
     if paths["general_claims"]:

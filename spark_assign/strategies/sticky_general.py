@@ -618,7 +618,9 @@ def _place(
         free = all_parts.join(kept, ["group_id", "topic", "partition"], "left_anti").select("group_id", "topic", "partition")
         return kept.unionByName(_rank_fill(free, cap))
     kept1 = own.where(F.col("_local") & (F.col("_r") <= F.col("count"))).select(*keys4)
-    held = lambda dfs: dfs[0] if len(dfs) == 1 else dfs[0].unionByName(held(dfs[1:]))  # noqa: E731
+
+    def held(dfs: list[DataFrame]) -> DataFrame:
+        return dfs[0] if len(dfs) == 1 else dfs[0].unionByName(held(dfs[1:]))
 
     def capacity(done: DataFrame) -> DataFrame:
         return counts.join(done.groupBy(*_KEYS).agg(F.count("*").alias("_k")), _KEYS, "left").select(

@@ -99,7 +99,7 @@ def java_string_hash(col: Column | str) -> Column:
     )
 
 
-def _hashmap_bucket(col: Column | str, n: Column) -> Column:
+def _hashmap_bucket(col: Column | str, n: Column) -> tuple[Column, Column]:
     """Bucket of a key in a Java HashMap holding ``n`` entries (default capacity 16,
     load factor 0.75): ``(h ^ (h >>> 16)) & (capacity - 1)``."""
     h = java_string_hash(col)
@@ -118,6 +118,8 @@ def member_order_keys(order: str, n: Column | None = None) -> list[Column]:
     if order == "member_id":
         return [java_order("member_id")]
     if order == "java_hash":
+        if n is None:
+            raise ValueError("member_order='java_hash' needs the group's member count")
         bucket, spread = _hashmap_bucket("member_id", n)
         return [bucket, spread, java_order("member_id")]
     raise ValueError(f"unknown member_order {order!r}: expected one of {MEMBER_ORDERS}")
@@ -249,7 +251,7 @@ def assign_uniform(
         sizes, _G, "left").select(
         _G, "member_id", "rack", "m_rank", "n_own", F.count("*").over(gw).alias("N"),
         F.coalesce("P", F.lit(0)).cast("long").alias("P"))
-    gparts = None
+    gparts: DataFrame | None = None
     if use_racks:
         gparts = materialize(group_partitions(layout, partitions))
         slim = slim.join(rack_aware_groups(members, gparts, rack_aware), _G, "left")
@@ -277,7 +279,10 @@ def assign_uniform(
         eager=False)
 
     # -- 1. owned partitions: clean groups by blocks, the others partition by partition ---
-    clean, blocks, dirty, rest = None, None, None, mem0
+    clean: DataFrame | None = None
+    blocks: DataFrame | None = None
+    dirty: DataFrame | None = None
+    rest: DataFrame | None = mem0
     if routed:
         blocks, dirty = _route(mem0, layout)
         if dirty is None:
@@ -297,6 +302,7 @@ def assign_uniform(
         unassigned.append(u)
     if clean is not None:
         mems.append(ranks if dirty is None else ranks.join(dirty, _G, "left_anti"))
+        assert blocks is not None  # routed: blocks come with the clean groups
         k, u = _split_clean(clean, blocks)
         kept.append(k)
         unassigned.append(u)
@@ -399,7 +405,7 @@ def _resolve_claims(mem0: DataFrame, gparts: DataFrame, use_racks: bool) -> tupl
     # shuffled by partition first (the keys are all distinct, so a map-side partial
     # aggregation would only cost), into tasks of bounded size
     tp = [_G, "topic", "partition"]
-    n_rows = mem0.agg(F.sum("_listed") + F.sum(F.when(F.col("m_rank") == 0, F.col("P")))).first()[0] or 0
+    n_rows = mem0.agg(F.sum("_listed") + F.sum(F.when(F.col("m_rank") == 0, F.col("P")))).first()[0] or 0  # type: ignore[index]  # a global aggregate: one row
     parts = meta.unionByName(claims).repartition(shuffle_partitions(mem0, n_rows), *tp).groupBy(*tp).agg(
         F.count("_meta").alias("_np"), *claim_aggregates("generation", "m_rank", "pos")
     ).select(_G, "topic", "partition", "_np", "_n_claims", out["holder"].alias("holder"),

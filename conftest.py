@@ -1,7 +1,10 @@
+"""Shared by tests/ and the doctests of spark_assign/: the one Spark session of a test run."""
+
 import os
 import sys
 
 import pytest
+from _pytest.doctest import DoctestItem
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -21,6 +24,13 @@ def pytest_collection_modifyitems(config, items):
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = keep
+
+
+@pytest.fixture(autouse=True)
+def _spark_in_doctests(request, doctest_namespace):
+    """The docstring examples of spark_assign/ (run as doctests) get the session as ``spark``."""
+    if isinstance(request.node, DoctestItem):
+        doctest_namespace["spark"] = request.getfixturevalue("spark")
 
 
 @pytest.fixture(scope="session")
