@@ -34,6 +34,12 @@ def one_line(exc: BaseException) -> str:
     return " ".join(parts[:1] + ["; ".join(parts[1:])]).strip()
 
 
+def failed(job: str, exc: BaseException) -> int:
+    """Print a job's failure as one line on stderr; return its exit code (2)."""
+    print(f"{job} failed: {type(exc).__name__}: {one_line(exc)}", file=sys.stderr)
+    return 2
+
+
 def usage() -> str:
     lines = ["usage: spark-assign <job> [--help | flags]", "", "jobs:"]
     lines += [f"  {name:<10} {doc}" for name, (_, doc) in JOBS.items()]

@@ -60,7 +60,7 @@ from ..ownership import DEPARTURES, owned_from_history
 from ..protocol import PROTOCOL_RULES
 from ..rebalance import rebalance
 from ..storage import read_input
-from . import one_line
+from . import failed, one_line
 
 DEFAULTS: dict[str, Any] = {
     "inputs": {"members": None, "partitions": None, "lags": None, "format": None},
@@ -346,8 +346,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         summary = run(cfg, spark)
         print_summary(summary, cfg)
     except SparkAssignError as exc:
-        print(f"rebalance failed: {type(exc).__name__}: {one_line(exc)}", file=sys.stderr)
-        return 2
+        return failed("rebalance", exc)
     return 0
 
 

@@ -29,7 +29,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ..errors import SparkAssignError
-from . import one_line
+from . import failed
 
 #: at most this many groups get their own charts; at most this many members per chart
 MAX_GROUPS = 4
@@ -245,8 +245,7 @@ def main(argv=None) -> int:
         spark = local_session("spark-assign-report")
         print(write_report(AssignmentHistory(args.history, spark), args.out))
     except SparkAssignError as exc:
-        print(f"report failed: {type(exc).__name__}: {one_line(exc)}", file=sys.stderr)
-        return 2
+        return failed("report", exc)
     return 0
 
 

@@ -31,7 +31,7 @@ from ..assign import strategy_name
 from ..errors import InvalidConfigError, SparkAssignError
 from ..lineage import materialize
 from ..options import strategy_options
-from . import one_line
+from . import failed
 from .rebalance import _resolve, read_config
 
 #: the config keys and what they hold (``--help`` lists them)
@@ -169,8 +169,7 @@ def main(argv=None) -> int:
     try:
         res = run(load_config(args.config))
     except SparkAssignError as exc:
-        print(f"simulate failed: {type(exc).__name__}: {one_line(exc)}", file=sys.stderr)
-        return 2
+        return failed("simulate", exc)
     print(f"history: {res['history']}\nreport:  {res['report']}")
     if res["what_if"] is not None:
         res["what_if"].show(truncate=False)
