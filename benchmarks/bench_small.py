@@ -11,6 +11,11 @@ kafka-python peer on the very same input (its assign calls only):
   assignment, one joiner each.
 
     python benchmarks/bench_small.py
+    python benchmarks/bench_small.py --materialization   # local vs reliable, one group
+
+``--materialization`` times the one-group input under both materialization policies
+(``spark.assign.materialization`` local, then reliable with a checkpoint directory) and
+writes its own section: what a cluster that must survive lost executors pays per call.
 """
 
 from __future__ import annotations
@@ -72,13 +77,42 @@ def time_call(spark, members, partitions, strategy, repeat, warmups):
     return Timing(min(times), assign(members, partitions, strategy).count()), jobs
 
 
+def materialization_costs(spark, args) -> int:
+    """The one-group input under ``spark.assign.materialization`` local and reliable."""
+    import tempfile
+
+    members, partitions = one_group(spark)
+    spark.sparkContext.setCheckpointDir(tempfile.mkdtemp(prefix="spark-assign-bench-cp-"))
+    rows = []
+    for strategy in STRATEGIES:
+        for policy in ("local", "reliable"):
+            spark.conf.set("spark.assign.materialization", policy)
+            ours, jobs = time_call(spark, members, partitions, strategy, args.repeat, args.warmups)
+            rows.append(["1 group: 10 members + 1 joiner, 2 x 50 partitions", strategy, policy, fmt_s(ours), jobs])
+    spark.conf.unset("spark.assign.materialization")
+    write_results(
+        "materialization",
+        "Materialization policy: local against reliable checkpoints (issue #17)",
+        ["input", "strategy", "spark.assign.materialization", "spark-assign (best, warm)", "Spark jobs per call"],
+        rows,
+        notes=(f"Best of {args.repeat} calls after {args.warmups} untimed ones in one warm local[2] session, "
+               "each computed to the end (noop write); reliable checkpoints go to a local temporary folder. "
+               "The job count is that of one call (status tracker)."),
+    )
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--warmups", type=int, default=3)
     parser.add_argument("--groups", type=int, default=100)
+    parser.add_argument("--materialization", action="store_true",
+                        help="time the one-group input under local and reliable materialization instead")
     args = parser.parse_args(argv)
     spark = session()
+    if args.materialization:
+        return materialization_costs(spark, args)
     rows = []
     for name, (members, partitions) in (("1 group: 10 members + 1 joiner, 2 x 50 partitions", one_group(spark)),
                                         (f"{args.groups} mixed groups (3-50 members, 6 x 24 partitions), 1 joiner each",
