@@ -1,6 +1,6 @@
 """The rebalance pipeline end to end on 10,000 groups x 10 members x 100 partitions (issue #18).
 
-    python benchmarks/bench_pipeline.py [--groups 10000]
+    python benchmarks/bench_pipeline.py [--groups 10000] [--strategies cooperative-sticky ...]
 
 Per strategy, two successive pipeline runs into one fresh history, as a platform team runs it
 on membership exports (members and subscriptions only, no owned lists):
@@ -9,7 +9,7 @@ on membership exports (members and subscriptions only, no owned lists):
 2. one member joins every group: ownership from the history, revocations, and rounds until
    nothing is pending (cooperative-sticky: two generations).
 
-Each run is ``pipelines/rebalance.py``'s ``main()`` in this process: reading the inputs
+Each run is the job of ``pipelines/rebalance.py`` (:mod:`spark_assign.cli.rebalance`) in this process: reading the inputs
 (Parquet), ``rebalance()``, recording every round in the history and printing the summary. The
 Spark session starts once, before the first run (its start is reported apart); the job count
 is the status tracker's, per run.
@@ -18,23 +18,17 @@ is the status tracker's, per run.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import io
+import json
+import re
 import tempfile
 import time
 from contextlib import redirect_stdout
 
-from common import ROOT, SparkJobs, _names, session, topics_df, write_results
+from common import RESULTS, SparkJobs, _names, session, topics_df, write_results
 from pyspark.sql import functions as F
 
 STRATEGIES = ("range", "sticky", "cooperative-sticky")
-
-
-def _pipeline():
-    spec = importlib.util.spec_from_file_location("rebalance_pipeline", ROOT / "pipelines" / "rebalance.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def write_inputs(spark, folder: str, groups: int, members: int, topics: int, per_topic: int) -> dict[str, str]:
@@ -52,22 +46,36 @@ def write_inputs(spark, folder: str, groups: int, members: int, topics: int, per
     return paths
 
 
+def _with_earlier_rows(rows: list[list], strategies: list[str]) -> list[list]:
+    """With ``--strategies`` naming some of them, the last full table's rows of the
+    others are kept (each row says when it was measured)."""
+    earlier = RESULTS / "pipeline.json"
+    if set(strategies) == set(STRATEGIES) or not earlier.exists():
+        return rows
+    run_at = re.search(r"Run at (\S+ \S+) UTC", (RESULTS / "pipeline.md").read_text())
+    kept = [r + [run_at.group(1) if run_at else "earlier"] * (10 - len(r))  # rows from before the column
+            for r in json.loads(earlier.read_text())["rows"] if r[1] not in strategies]
+    return sorted(kept + rows, key=lambda r: (STRATEGIES.index(r[1]), "join" in r[0]))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--groups", type=int, default=10_000)
     ap.add_argument("--members", type=int, default=10)
     ap.add_argument("--topics", type=int, default=10)
     ap.add_argument("--partitions-per-topic", type=int, default=10)
+    ap.add_argument("--strategies", nargs="+", choices=STRATEGIES, default=list(STRATEGIES))
     args = ap.parse_args()
 
     t0 = time.perf_counter()
     spark = session()
     start = time.perf_counter() - t0
-    pipeline = _pipeline()
+    from spark_assign.cli import rebalance as pipeline  # the job behind pipelines/rebalance.py
+
     folder = tempfile.mkdtemp(prefix="bench-pipeline-")
     paths = write_inputs(spark, folder, args.groups, args.members, args.topics, args.partitions_per_topic)
     rows = []
-    for strategy in STRATEGIES:
+    for strategy in args.strategies:
         history = f"{folder}/history-{strategy}"
         for run in ("fresh", "join"):
             argv = ["--members", paths[run], "--partitions", paths["partitions"], "--history", history,
@@ -86,15 +94,18 @@ def main() -> None:
                 f"{args.topics * args.partitions_per_topic} partitions, {run}",
                 strategy, f"{seconds:.1f} s", jobs.count, totals.rounds, f"{totals.generations:,}",
                 f"{totals.rows:,}", f"{totals.moved:,}", f"{totals.revoked:,}",
+                time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
             ])
+    rows = _with_earlier_rows(rows, args.strategies)
     write_results(
         "pipeline", "The rebalance pipeline end to end (issue #18)",
         ["input", "strategy", "pipeline run", "Spark jobs", "rounds", "generations recorded",
-         "partitions assigned (last round)", "partitions moved", "partitions revoked"],
+         "partitions assigned (last round)", "partitions moved", "partitions revoked", "measured (UTC)"],
         rows,
         notes=f"""
 Each run is `pipelines/rebalance.py`'s `main()` in one warm local[2] session (Spark started once,
-in {start:.1f} s, before the first run): Parquet inputs read, ownership from the history
+in {start:.1f} s, before the first run; a row's strategy may have been re-run alone, with
+`--strategies`, after the others: its last column says when): Parquet inputs read, ownership from the history
 (`--owned-from auto`: the inputs carry no owned lists), `rebalance()` with `--strategy`, every
 round recorded (one commit per history table), the summary printed. `fresh`: a new history;
 `join`: the next run with one more member in every group. Moved and revoked come from the

@@ -1,8 +1,10 @@
 """Run by tests/test_faults.py in its own process: a local-cluster Spark (two executor
 JVMs), one executor killed (SIGKILL, by its pid) in the middle of an ``assign()`` and
-of a ``rebalance()`` that records history. Prints one JSON line per call.
+of a ``rebalance()`` that records history, under each materialization policy in turn
+(the policy is read at every call, so one cluster serves both). Prints one JSON line
+per policy and call.
 
-usage: python tests/fault_run.py local|reliable WORKDIR
+usage: python tests/fault_run.py WORKDIR [reliable] [local]
 """
 
 from __future__ import annotations
@@ -24,15 +26,13 @@ from spark_assign.session import local_session
 KILL_AFTER_JOBS = 8
 
 
-def main(mode: str, workdir: str) -> None:
+def main(workdir: str, modes: list[str]) -> None:
     extra = {
-        "spark.assign.materialization": mode,
         "spark.executor.memory": "512m",
         # every shuffle keeps its 4 partitions, so each executor stores blocks of each checkpoint
         "spark.sql.adaptive.coalescePartitions.enabled": "false",
+        "spark.checkpoint.dir": os.path.join(workdir, "checkpoints"),
     }
-    if mode == "reliable":
-        extra["spark.checkpoint.dir"] = os.path.join(workdir, "checkpoints")
     spark = local_session(master="local-cluster[2,1,1024]", shuffle_partitions=4, extra=extra)
     sc = spark.sparkContext
 
@@ -78,15 +78,25 @@ def main(mode: str, workdir: str) -> None:
     def rows(df):
         return sorted(tuple(r) for r in df.select("group_id", "member_id", "topic", "partition").collect())
 
+    expected = rows(assign(members, partitions, "sticky"))  # without a kill
+    for mode in modes:
+        spark.conf.set("spark.assign.materialization", mode)  # explicit: the session has a checkpoint dir
+        run_calls(spark, mode, members, partitions, os.path.join(workdir, f"history-{mode}"), with_a_kill, rows,
+                  expected)
+    spark.stop()
+
+
+def run_calls(spark, mode, members, partitions, history_path, with_a_kill, rows, expected) -> None:
+    """One policy's two calls, each with an executor killed in its middle."""
     # assign(): the result under a kill equals the result without one
     outcome = with_a_kill(lambda: rows(check_assignment(assign(members, partitions, "sticky"), members, partitions)))
     if "result" in outcome:
-        outcome["result"] = outcome["result"] == rows(assign(members, partitions, "sticky"))
-    print(json.dumps({"call": "assign", **outcome}), flush=True)
+        outcome["result"] = outcome["result"] == expected
+    print(json.dumps({"mode": mode, "call": "assign", **outcome}), flush=True)
 
     # rebalance() recording its rounds: a cooperative rebalance of 40 groups that each get a
     # joiner (two rounds, the inputs read in both), on a history holding generation 1
-    history = AssignmentHistory(os.path.join(workdir, "history"), spark)
+    history = AssignmentHistory(history_path, spark)
     first = rebalance(members, partitions, strategy="cooperative-sticky", history=history)
     joined = first.members.select("group_id", "member_id", "topics", "owned", "generation").unionByName(
         spark.range(0, 40, numPartitions=2).select(
@@ -103,9 +113,8 @@ def main(mode: str, workdir: str) -> None:
     outcome["assignment_rows"] = history.assignments().count()
     if "result" in outcome:
         outcome["result"] = outcome["result"] == rows(history.latest())
-    print(json.dumps({"call": "rebalance", **outcome}), flush=True)
-    spark.stop()
+    print(json.dumps({"mode": mode, "call": "rebalance", **outcome}), flush=True)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    main(sys.argv[1], sys.argv[2:] or ["reliable", "local"])

@@ -21,32 +21,36 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run(mode: str, workdir: Path) -> dict[str, dict]:
+@pytest.fixture(scope="module")
+def fault_outcomes(tmp_path_factory) -> tuple[dict[str, dict[str, dict]], Path]:
+    """One local-cluster run of both policies (tests/fault_run.py): outcome per policy and call."""
+    workdir = tmp_path_factory.mktemp("faults")
     log = workdir / "driver.log"
     with open(log, "w") as stderr:
-        proc = subprocess.run([sys.executable, str(ROOT / "tests" / "fault_run.py"), mode, str(workdir)],
+        proc = subprocess.run([sys.executable, str(ROOT / "tests" / "fault_run.py"), str(workdir)],
                               stdout=subprocess.PIPE, stderr=stderr, text=True, timeout=900, cwd=ROOT)
-    outcomes = {}
+    outcomes: dict[str, dict[str, dict]] = {}
     for line in proc.stdout.splitlines():
         if line.startswith("{"):
             outcome = json.loads(line)
-            outcomes[outcome["call"]] = outcome
-    assert proc.returncode == 0 and set(outcomes) == {"assign", "rebalance"}, log.read_text()[-3000:]
-    return outcomes
+            outcomes.setdefault(outcome["mode"], {})[outcome["call"]] = outcome
+    assert proc.returncode == 0 and {m: set(o) for m, o in outcomes.items()} == {
+        m: {"assign", "rebalance"} for m in ("reliable", "local")}, log.read_text()[-3000:]
+    return outcomes, workdir
 
 
-def test_reliable_materialization_survives_a_lost_executor(tmp_path):
-    outcomes = run("reliable", tmp_path)
+def test_reliable_materialization_survives_a_lost_executor(fault_outcomes):
+    outcomes, workdir = fault_outcomes[0]["reliable"], fault_outcomes[1]
     for call, outcome in outcomes.items():
         assert len(outcome["killed"]) == 1, outcome  # the kill happened during the call
         assert outcome.get("result") is True, outcome  # completed, with the right result
     rebalanced = outcomes["rebalance"]
     assert rebalanced["generations"] == rebalanced["generations_before"] + 80  # 40 groups x 2 rounds
-    assert any(p.is_dir() for p in (tmp_path / "checkpoints").iterdir())
+    assert any(p.is_dir() for p in (workdir / "checkpoints").iterdir())
 
 
-def test_local_materialization_fails_clearly_and_records_nothing(tmp_path):
-    outcomes = run("local", tmp_path)
+def test_local_materialization_fails_clearly_and_records_nothing(fault_outcomes):
+    outcomes = fault_outcomes[0]["local"]
     for call, outcome in outcomes.items():
         assert len(outcome["killed"]) == 1, outcome
         assert outcome.get("error") == "ExecutorLostError", outcome
