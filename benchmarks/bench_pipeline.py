@@ -29,6 +29,8 @@ from common import RESULTS, SparkJobs, _names, session, topics_df, write_results
 from pyspark.sql import functions as F
 
 STRATEGIES = ("range", "sticky", "cooperative-sticky")
+HEADER = ["input", "strategy", "pipeline run", "Spark jobs", "rounds", "generations recorded",
+          "partitions assigned (last round)", "partitions moved", "partitions revoked", "measured (UTC)"]
 
 
 def write_inputs(spark, folder: str, groups: int, members: int, topics: int, per_topic: int) -> dict[str, str]:
@@ -53,7 +55,7 @@ def _with_earlier_rows(rows: list[list], strategies: list[str]) -> list[list]:
     if set(strategies) == set(STRATEGIES) or not earlier.exists():
         return rows
     run_at = re.search(r"Run at (\S+ \S+) UTC", (RESULTS / "pipeline.md").read_text())
-    kept = [r + [run_at.group(1) if run_at else "earlier"] * (10 - len(r))  # rows from before the column
+    kept = [r + [run_at.group(1) if run_at else "earlier"] * (len(HEADER) - len(r))  # rows from before the column
             for r in json.loads(earlier.read_text())["rows"] if r[1] not in strategies]
     return sorted(kept + rows, key=lambda r: (STRATEGIES.index(r[1]), "join" in r[0]))
 
@@ -98,10 +100,7 @@ def main() -> None:
             ])
     rows = _with_earlier_rows(rows, args.strategies)
     write_results(
-        "pipeline", "The rebalance pipeline end to end (issue #18)",
-        ["input", "strategy", "pipeline run", "Spark jobs", "rounds", "generations recorded",
-         "partitions assigned (last round)", "partitions moved", "partitions revoked", "measured (UTC)"],
-        rows,
+        "pipeline", "The rebalance pipeline end to end (issue #18)", HEADER, rows,
         notes=f"""
 Each run is `pipelines/rebalance.py`'s `main()` in one warm local[2] session (Spark started once,
 in {start:.1f} s, before the first run; a row's strategy may have been re-run alone, with
