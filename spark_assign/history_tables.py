@@ -91,6 +91,12 @@ TABLES = {
 
 COOPERATIVE_STRATEGIES = ("cooperative-sticky",)
 
+#: the key columns: a generation of a group, the call that recorded it (its commit
+#: marker in ``generations``), and a partition
+PAIR = ["group_id", "generation"]
+KEY = ["group_id", "generation", "record_id"]
+TP = ["topic", "partition"]
+
 #: the columns of a member row given to the writer (the ``members`` table without
 #: its record id and time)
 MEMBER_ROW = ("group_id", "generation", "member_id", "group_instance_id", "rack", "topics", "assignors", "protocol")

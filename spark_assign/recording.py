@@ -1,10 +1,12 @@
 """Writing generations into the history: one Delta commit per table per call.
 
-:meth:`~spark_assign.history.AssignmentHistory.record` (one generation per group)
-and :meth:`~spark_assign.history.AssignmentHistory.record_generations` (any number
-of generations per group: a rebalance's rounds, a whole simulation) both end in
-:func:`write_generations`, which costs a fixed handful of Spark actions whatever
-the number of groups and generations:
+:class:`HistoryWriter` is the writing half of
+:class:`~spark_assign.history.AssignmentHistory`: its
+:meth:`~HistoryWriter.record` (one generation per group) and
+:meth:`~HistoryWriter.record_generations` (any number of generations per group: a
+rebalance's rounds, a whole simulation) both end in :func:`write_generations`,
+which costs a fixed handful of Spark actions whatever the number of groups and
+generations:
 
 1. one aggregation over the call's ``(group_id, generation)`` pairs, joined with
    the pairs already recorded: the number of groups, the pairs that are missing,
@@ -12,25 +14,31 @@ the number of groups and generations:
    the driver, never the pairs);
 2. the ``assignments``, ``revocations`` (and, when given, ``members``) rows, staged
    (Parquet files written, not yet visible) and committed, then the ``generations`` summary computed
-   from the staged rows and committed last: the commit marker (see
-   :mod:`spark_assign.history`).
+   from the staged rows (:mod:`spark_assign.generation_stats`) and committed last:
+   the commit marker (see :mod:`spark_assign.history`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Iterable
+from datetime import datetime, timezone
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from .assign import ALIASES, SERVER_ALIASES
 from .errors import HistoryError, describe_rows
-from .history_tables import MEMBER_ROW
+from .generation_stats import generation_stats
+from .history_reader import HistoryReader
+from .history_tables import COOPERATIVE_STRATEGIES, MEMBER_ROW, PAIR, TP
+from .inputs import ignored_claims, normalize_members, normalize_partitions
+from .lineage import explains_lost_executors, materialize
 from .locking import history_lock
-
-PAIR = ["group_id", "generation"]
-KEY = ["group_id", "generation", "record_id"]
-TP = ["topic", "partition"]
+from .properties import revocations as owned_revocations
+from .properties import subscribed_partitions
+from .storage import is_path, local_path
 
 #: the per-generation columns a writer call gives (one row per recorded generation);
 #: ``members``, ``unassigned`` and ``ignored_owned_claims`` may be null (``members``:
@@ -205,82 +213,197 @@ def _write(history, assignments, new, revocations, members, rid, n_new, *, revok
             s.commit(app_id=f"spark-assign:{table}:{rid}", metadata=meta)
 
     # 2. generations: the summary of the staged rows
-    stats = _stats(history, a_rows, r_rows, new, revoked_known=revoked_known, lost_known=lost_known,
-                   lags_known=lags_known)
+    stats = generation_stats(history, a_rows, r_rows, new, revoked_known=revoked_known, lost_known=lost_known,
+                             lags_known=lags_known)
     _, g_stage = staged("generations", stats.withColumn("record_id", F.lit(rid)))
     if g_stage is not None:
         g_stage.commit(app_id=f"spark-assign:generations:{rid}", metadata=meta)
 
 
-def _stats(history, a_rows, r_rows, new, *, revoked_known, lost_known, lags_known) -> DataFrame:
-    """Per new generation, the ``generations`` columns (see
-    :data:`spark_assign.history.GENERATIONS_SCHEMA`) but the record id and time."""
-    g = ["group_id", "generation"]
-    per_member = a_rows.groupBy(*g, "member_id").agg(F.count("*").alias("n"), F.sum("lag").alias("member_lag"))
-    loads = per_member.groupBy(*g).agg(
-        F.count("*").alias("_holding"), F.sum("n").alias("_partitions"),
-        F.min("n").alias("_min"), F.max("n").alias("_max"),
-        F.max(F.coalesce("member_lag", F.lit(0))).alias("_max_lag"), F.sum("member_lag").alias("_total_lag"))
+class HistoryWriter(HistoryReader):
+    """The writing half of :class:`~spark_assign.history.AssignmentHistory`: record
+    generations into its ``stores``, one commit per table per call, idempotently.
 
-    # the previous generation of each new one: recorded before (its rows are found by its
-    # record id, with no commit-marker join), or earlier in this call
-    known = history._raw("generations").select(*g, "record_id").join(
-        new.select("group_id").distinct(), "group_id", "left_semi")
-    w = Window.partitionBy("group_id").orderBy("generation")
-    prev = (
-        known.unionByName(new.select(*g, F.lit(None).cast("string").alias("record_id")))
-        .select(*g, F.lag("generation").over(w).alias("previous_generation"),
-                F.lag("record_id").over(w).alias("_prev_rid"))
-        .join(new.select(*g), g, "left_semi")
-    )
-    earlier = prev.where(F.col("previous_generation").isNotNull())
-    prev_rows = (
-        history._raw("assignments").join(
-            earlier.where(F.col("_prev_rid").isNotNull()).select(
-                "group_id", F.col("previous_generation").alias("generation"), F.col("_prev_rid").alias("record_id")),
-            KEY, "left_semi")
-        .unionByName(a_rows.join(earlier.where(F.col("_prev_rid").isNull()).select(
-            "group_id", F.col("previous_generation").alias("generation")), g, "left_semi"))
-        .select("group_id", F.col("generation").alias("previous_generation"), *TP,
-                F.col("member_id").alias("_prev_member"))
-    )
-    moved = (
-        a_rows.join(prev.select(*g, "previous_generation"), g)
-        .join(prev_rows, ["group_id", "previous_generation", *TP])
-        .where(F.col("member_id") != F.col("_prev_member"))
-        .groupBy(*g).agg(F.count("*").alias("_moved"))
-    )
-    rev = r_rows.groupBy(*g).agg(
-        F.count(F.when(F.col("kind") == "revoked", 1)).alias("_revoked"),
-        F.count(F.when(F.col("kind") == "lost", 1)).alias("_lost"))
+    >>> history.record(assignment, strategy="range").show()  # doctest: +SKIP
+    """
 
-    out = (new.join(loads, g, "left").join(prev.select(*g, "previous_generation"), g, "left")
-           .join(moved, g, "left").join(rev, g, "left"))
-    zero = F.lit(0).cast("long")
-    holding = F.coalesce("_holding", zero)
-    members = F.coalesce(F.col("members").cast("long"), holding)
-    total_lag = F.col("_total_lag") if lags_known else F.lit(None)
-    # a member holding nothing has 0 partitions
-    least = F.when(members > holding, zero).otherwise(F.coalesce("_min", zero))
-    most = F.coalesce("_max", zero)
-    mean_lag = total_lag / F.greatest(members, F.lit(1))
-    return out.select(
-        *g, F.col("previous_generation").cast("int").alias("previous_generation"),
-        "strategy", "protocol", F.col("round").cast("int").alias("round"),
-        members.alias("members"),
-        F.coalesce("_partitions", zero).cast("long").alias("partitions"),
-        F.col("unassigned").cast("long").alias("unassigned"),
-        F.when(F.col("previous_generation").isNotNull(), F.coalesce("_moved", zero)).alias("partitions_moved"),
-        least.cast("long").alias("min_partitions"),
-        most.cast("long").alias("max_partitions"),
-        (most - least).cast("long").alias("max_min"),
-        (F.coalesce("_revoked", zero) if revoked_known else F.lit(None)).cast("long").alias("revoked"),
-        (F.coalesce("_lost", zero) if lost_known else F.lit(None)).cast("long").alias("lost"),
-        # lag columns: null unless some assigned partition of the group has a lag
-        total_lag.cast("long").alias("total_lag"),
-        F.when(total_lag.isNotNull(), F.col("_max_lag")).cast("long").alias("max_member_lag"),
-        mean_lag.cast("double").alias("mean_member_lag"),
-        F.when(mean_lag > 0, F.col("_max_lag") / mean_lag).cast("double").alias("max_mean_lag_ratio"),
-        F.col("ignored_owned_claims").cast("long").alias("ignored_owned_claims"),
-        F.col("recorded_at").cast("timestamp").alias("recorded_at"),
-    )
+    def check_writable(self) -> None:
+        """Raise HistoryError, before anything is written, when the history cannot take
+        new generations: its folder is a file or a Delta table itself (not a folder of
+        them), or one of its tables fails :meth:`~spark_assign.storage.DeltaStore.check_writable`."""
+        root = self.lock_root()
+        if root is not None and os.path.exists(root):
+            if not os.path.isdir(root):
+                raise HistoryError(f"history {self.location!r} is a file: expected a folder of Delta tables")
+            if os.path.isdir(os.path.join(root, "_delta_log")):
+                raise HistoryError(f"history {self.location!r} is a Delta table itself: expected the folder that "
+                                   f"holds its tables {sorted(self.stores)}")
+        for store in self.stores.values():
+            store.check_writable()
+
+    def lock_root(self) -> str | None:
+        """The local folder that holds the history's commit lock (:mod:`spark_assign.locking`),
+        None for catalog tables and object stores."""
+        return local_path(self.location) if is_path(self.location) else None
+
+    @explains_lost_executors
+    def record(
+        self,
+        assignment: DataFrame,
+        *,
+        members: DataFrame | None = None,
+        partitions: DataFrame | None = None,
+        strategy: str,
+        generation: int | DataFrame | None = None,
+        protocol: str | None = None,
+        round: int | None = None,
+        revoked: DataFrame | None = None,
+        lost: DataFrame | None = None,
+        lags: DataFrame | None = None,
+        recorded_at: datetime | None = None,
+    ) -> DataFrame:
+        """Record one generation of every group in ``assignment`` (and ``members``).
+
+        All groups of the call are recorded, or none. ``generation``: an int for
+        every group, a DataFrame ``group_id, generation``, or None for the group's
+        next generation (the rule of :mod:`spark_assign.history`: one more than the
+        higher of its latest recorded generation and its members' ``generation``; 1
+        for a new group).
+        ``members`` / ``partitions`` (the rebalance's inputs) add members without
+        partitions, revocations from owned partitions, unassigned and ignored-claim
+        counts, and the members' rows of the ``members`` table.
+        ``revoked`` / ``lost``: ``group_id, member_id, topic, partition`` rows
+        (``revoked`` defaults to owned minus assigned when ``members`` is given).
+        ``lags``: ``group_id, topic, partition, lag``. ``protocol`` defaults to
+        ``cooperative`` for cooperative-sticky, ``consumer`` for the broker's ``uniform``,
+        else ``eager``.
+
+        Returns the ``generations`` rows of the call's groups and generations
+        (also when they were recorded before and the call was a no-op).
+
+        Cost: a fixed handful of Spark actions and one commit per table
+        (:mod:`spark_assign.recording`); ``assignment`` is computed once.
+
+        >>> history.record(assignment, members=members, partitions=parts,
+        ...                strategy="range", generation=5).show()  # doctest: +SKIP
+        """
+        strategy = ALIASES.get(strategy, SERVER_ALIASES.get(strategy, strategy))
+        if protocol is None:
+            protocol = ("cooperative" if strategy in COOPERATIVE_STRATEGIES
+                        else "consumer" if strategy == "uniform" else "eager")
+        recorded_at = recorded_at or datetime.now(timezone.utc)
+        a = assignment.select(
+            F.col("group_id").cast("string"), F.col("member_id").cast("string"),
+            F.col("topic").cast("string"), F.col("partition").cast("int"),
+        )
+        if lags is not None:
+            lag_rows = lags.select("group_id", *TP, F.col("lag").cast("long")).dropDuplicates(["group_id", *TP])
+            a = a.join(lag_rows, ["group_id", *TP], "left")
+        else:
+            a = a.withColumn("lag", F.lit(None).cast("long"))
+        a = materialize(a)  # the caller's plan (often a whole assign()) computed once
+        m = normalize_members(members) if members is not None else None
+        p = normalize_partitions(partitions) if partitions is not None else None
+
+        pairs = self._pairs(a, m, generation)
+        meta = pairs.select(
+            "group_id", "generation", F.lit(strategy).alias("strategy"), F.lit(protocol).alias("protocol"),
+            F.lit(round).cast("int").alias("round"), F.lit(recorded_at).cast("timestamp").alias("recorded_at"))
+        if m is not None:
+            roster = m.select("group_id", "member_id").unionByName(a.select("group_id", "member_id")).distinct()
+            meta = meta.join(roster.groupBy("group_id").agg(F.count("*").alias("members")), "group_id", "left")
+        else:
+            meta = meta.withColumn("members", F.lit(None).cast("long"))
+        if m is not None and p is not None:
+            unassigned = (
+                subscribed_partitions(m, p).join(a.select("group_id", *TP), ["group_id", *TP], "left_anti")
+                .groupBy("group_id").agg(F.count("*").alias("_u")))
+            ignored = ignored_claims(m, p).withColumnRenamed("ignored_owned_claims", "_i")
+            meta = meta.join(unassigned, "group_id", "left").join(ignored, "group_id", "left").select(
+                *meta.columns, F.coalesce("_u", F.lit(0)).alias("unassigned"),
+                F.coalesce("_i", F.lit(0)).alias("ignored_owned_claims"))
+        else:
+            meta = meta.withColumn("unassigned", F.lit(None).cast("long")).withColumn(
+                "ignored_owned_claims", F.lit(None).cast("long"))
+
+        if revoked is None and m is not None:
+            revoked = owned_revocations(m, a.select("group_id", "member_id", *TP), p)
+        rev = None
+        for df, kind in ((revoked, "revoked"), (lost, "lost")):
+            if df is not None:
+                rows = df.select(
+                    F.col("group_id").cast("string"), F.col("member_id").cast("string"),
+                    F.col("topic").cast("string"), F.col("partition").cast("int"),
+                ).distinct().withColumn("kind", F.lit(kind))
+                rev = rows if rev is None else rev.unionByName(rows)
+        with_gen = lambda df: df.join(pairs, "group_id")  # noqa: E731
+        member_rows = None
+        if m is not None:
+            member_rows = with_gen(m.select(
+                "group_id", "member_id", "group_instance_id", "rack", "topics", "assignors",
+                F.lit(protocol).alias("protocol")))
+        return write_generations(
+            self, with_gen(a), meta, revocations=with_gen(rev) if rev is not None else None,
+            members=member_rows, revoked_known=revoked is not None, lost_known=lost is not None,
+            lags_known=lags is not None, one_per_group=True, label=strategy)
+
+    @explains_lost_executors
+    def record_generations(
+        self,
+        assignments: DataFrame,
+        generations: DataFrame,
+        *,
+        revocations: DataFrame | None = None,
+        members: DataFrame | None = None,
+        lags_known: bool = False,
+    ) -> DataFrame:
+        """Record any number of generations of any number of groups in one commit per
+        table: a rebalance's rounds, or a whole simulation.
+
+        ``assignments``: ``group_id, generation, member_id, topic, partition`` and
+        optionally ``lag``. ``generations``: one row per generation to record:
+        ``group_id, generation, strategy, protocol, round, recorded_at`` and optionally
+        ``members`` (counting members without partitions), ``unassigned``,
+        ``ignored_owned_claims``. ``revocations``: ``group_id, generation, member_id,
+        topic, partition, kind`` (``revoked`` or ``lost``); when given, the
+        generations' ``revoked`` and ``lost`` counts are known (0 without rows).
+        ``members``: the members of each generation (:data:`~spark_assign.history_tables.MEMBER_ROW`), for the
+        ``members`` table. ``lags_known``: the ``lag`` column holds the partitions' lags.
+        Idempotent like :meth:`record`: generations already recorded with the same
+        assignment are skipped. Returns their ``generations`` rows.
+
+        >>> history.record_generations(rounds, per_round, revocations=revs)  # doctest: +SKIP
+        """
+        a = assignments if "lag" in assignments.columns else assignments.withColumn("lag", F.lit(None).cast("long"))
+        g = generations
+        for c in ("members", "unassigned", "ignored_owned_claims"):
+            if c not in g.columns:
+                g = g.withColumn(c, F.lit(None).cast("long"))
+        g = g.select(*GENERATION_META)
+        known = revocations is not None
+        return write_generations(
+            self, a, g, revocations=revocations, members=members, revoked_known=known, lost_known=known,
+            lags_known=lags_known, label=None)
+
+    def _pairs(self, a: DataFrame, m: DataFrame | None, generation) -> DataFrame:
+        """The ``(group_id, generation)`` rows of a :meth:`record` call: one per group
+        of the assignment or the members (more, or a null generation, when the
+        ``generation`` DataFrame repeats or misses a group: the writer names them)."""
+        groups = a.select("group_id")
+        if m is not None:
+            groups = groups.unionByName(m.select("group_id"))
+        groups = groups.where(F.col("group_id").isNotNull()).distinct()
+        if generation is None:
+            top = self._raw("generations").select("group_id", "generation")
+            if m is not None:
+                top = top.unionByName(m.select("group_id", "generation"))
+            top = top.groupBy("group_id").agg(F.max("generation").alias("_top"))
+            return groups.join(top, "group_id", "left").select(
+                "group_id", (F.coalesce("_top", F.lit(0)) + 1).cast("int").alias("generation"))
+        if isinstance(generation, bool) or not isinstance(generation, (int, DataFrame)):
+            raise HistoryError(f"generation must be an int, a DataFrame (group_id, generation) or None; "
+                               f"found {type(generation).__name__}")
+        if isinstance(generation, int):
+            return groups.withColumn("generation", F.lit(generation).cast("int"))
+        given = generation.select(F.col("group_id").cast("string"), F.col("generation").cast("int"))
+        return groups.join(given, "group_id", "left")

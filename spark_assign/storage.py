@@ -25,7 +25,11 @@ that no commit references: readers never see them, ``VACUUM`` removes them,
 and ``_staging`` folders may be deleted whenever no write is running.
 
 Everything above this module (:mod:`spark_assign.history`, the pipelines)
-calls :class:`DeltaStore` and does not care which backend runs.
+calls :class:`DeltaStore` and does not care which backend runs: it is the
+part both backends share, and ``DeltaStore(...)`` builds the chosen backend's
+subclass (:mod:`spark_assign.delta_backends`). The input readers
+(:func:`read_input`, :func:`detect_format`) live in :mod:`spark_assign.input_files`
+and are importable from here too.
 
 Test hook: with ``SPARK_ASSIGN_PAUSE_BEFORE_COMMIT=<table name>`` in the
 environment, the embedded backend stops between the Parquet write of that
@@ -36,19 +40,25 @@ there.
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import time
-import uuid
 from typing import Any
-from urllib.parse import urlparse
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from .errors import HistoryError, InvalidInputError
+from .errors import HistoryError
+from .input_files import (  # noqa: F401  (re-exported: callers read their inputs through this module)
+    CSV_ARRAY_COLUMNS,
+    INPUT_FORMATS,
+    detect_format,
+    read_input,
+)
+from .locations import (  # noqa: F401  (re-exported: part of the storage switch)
+    is_delta_path,
+    is_path,
+    local_path,
+    spark_delta_configured,
+)
 
 SPARK_DELTA = "spark-delta"
 EMBEDDED = "embedded"
@@ -62,23 +72,6 @@ PAUSE_FILE_ENV = "SPARK_ASSIGN_PAUSE_FILE"
 # --------------------------------------------------------------------------- backend choice
 
 
-def spark_delta_configured(spark: SparkSession) -> bool:
-    """True when Spark itself can read and write Delta (Databricks, or Delta's
-    extension or catalog configured on the session).
-
-    >>> spark_delta_configured(spark)  # doctest: +SKIP
-    False
-    """
-    if os.environ.get("DATABRICKS_RUNTIME_VERSION"):
-        return True
-    try:
-        extensions = spark.conf.get("spark.sql.extensions", "") or ""
-        catalog = spark.conf.get("spark.sql.catalog.spark_catalog", "") or ""
-    except Exception:  # pragma: no cover - conf not readable (restricted Connect server)
-        return False
-    return "DeltaSparkSessionExtension" in extensions or "DeltaCatalog" in catalog
-
-
 def choose_backend(spark: SparkSession, backend: str | None = None) -> str:
     """The backend to use: ``backend`` if given, else ``spark-delta`` when Spark has
     Delta configured, else ``embedded``."""
@@ -87,33 +80,6 @@ def choose_backend(spark: SparkSession, backend: str | None = None) -> str:
             raise HistoryError(f"unknown storage backend {backend!r}: expected one of {BACKENDS}")
         return backend
     return SPARK_DELTA if spark_delta_configured(spark) else EMBEDDED
-
-
-def is_path(location: str) -> bool:
-    """True if ``location`` is a file system path or URI, False if it is a catalog
-    name such as ``main.kafka_ops`` (no slash, no scheme)."""
-    return "/" in location or "\\" in location or location.startswith(".") or ":" in location
-
-
-def local_path(location: str) -> str | None:
-    """The local file system path of ``location``, or None for remote URIs."""
-    parsed = urlparse(location)
-    if parsed.scheme in ("", "file") or len(parsed.scheme) == 1:  # '' / file: / windows drive
-        return os.path.abspath(parsed.path if parsed.scheme == "file" else location)
-    return None
-
-
-def is_delta_path(location: str) -> bool:
-    """True if ``location`` holds a Delta table (has a ``_delta_log``)."""
-    local = local_path(location)
-    if local is not None:
-        return os.path.isdir(os.path.join(local, "_delta_log"))
-    try:
-        from deltalake import DeltaTable
-
-        return DeltaTable.is_deltatable(location)
-    except Exception:
-        return False
 
 
 # --------------------------------------------------------------------------- schema helpers
@@ -156,22 +122,46 @@ def conform(df: DataFrame, schema: T.StructType) -> DataFrame:
     return df.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in schema.fields])
 
 
+def marked(metadata: dict[str, Any] | None, app_id: str) -> dict[str, Any]:
+    """A commit's metadata: ``metadata`` plus ``spark_assign_app_id``."""
+    meta = dict(metadata or {})
+    meta["spark_assign_app_id"] = app_id
+    return meta
+
+
 # --------------------------------------------------------------------------- one table
 
 
 class DeltaStore:
     """One Delta table, at a path or under a catalog name, on either backend.
 
+    ``DeltaStore(spark, location, schema, backend=None)`` returns the subclass of
+    the backend :func:`choose_backend` picks (:class:`~spark_assign.delta_backends.SparkDeltaStore`
+    or :class:`~spark_assign.delta_backends.EmbeddedStore`); this class holds what both share.
+
     >>> store = DeltaStore(spark, "/tmp/history/assignments", schema)  # doctest: +SKIP
     >>> store.append(df, app_id="spark-assign:assignments:abc")        # doctest: +SKIP
     >>> store.read().count()                                            # doctest: +SKIP
     """
 
+    #: the backend of the subclass (:data:`SPARK_DELTA` or :data:`EMBEDDED`)
+    backend: str
+
+    def __new__(cls, spark: SparkSession, location: str, schema: T.StructType, *,
+                backend: str | None = None) -> DeltaStore:
+        impl: type[DeltaStore] = cls
+        if cls is DeltaStore:
+            from .delta_backends import EmbeddedStore, SparkDeltaStore
+
+            impl = SparkDeltaStore if choose_backend(spark, backend) == SPARK_DELTA else EmbeddedStore
+        elif backend is not None and choose_backend(spark, backend) != cls.backend:
+            raise HistoryError(f"{cls.__name__} is the {cls.backend!r} storage backend, not {backend!r}")
+        return super().__new__(impl)
+
     def __init__(self, spark: SparkSession, location: str, schema: T.StructType, *, backend: str | None = None):
         self.spark = spark
         self.location = location
         self.schema = schema
-        self.backend = choose_backend(spark, backend)
         self.by_path = is_path(location)
         if not self.by_path and self.backend != SPARK_DELTA:
             raise HistoryError(
@@ -185,83 +175,31 @@ class DeltaStore:
 
     def exists(self) -> bool:
         """True if the table has been created."""
-        if not self.by_path:
-            return bool(self.spark.catalog.tableExists(self.location))
-        return is_delta_path(self.location)
-
-    def _delta_table(self, version: int | None = None):
-        from deltalake import DeltaTable
-
-        try:
-            return DeltaTable(self.location, version=version)
-        except Exception as exc:  # delta-rs: a corrupt or unreadable _delta_log
-            raise HistoryError(f"cannot read the Delta log of {self.location!r}: {exc}") from None
+        raise NotImplementedError
 
     def check_writable(self) -> None:
         """Raise HistoryError, before anything is written, when the table cannot take this
-        version's rows: its folder holds something that is not a Delta table, its Delta
-        log cannot be read, or its columns differ from this version's (a column missing,
-        or one added by a newer spark-assign). Embedded backend on a path only (Spark's
-        Delta checks its own writes)."""
-        local = local_path(self.location) if self.by_path else None
-        if self.backend != EMBEDDED or local is None or not os.path.exists(local):
-            return
-        if not os.path.isdir(local):
-            raise HistoryError(f"history table {self.location!r} is a file, not a Delta table folder")
-        if not os.path.isdir(os.path.join(local, "_delta_log")):
-            found = sorted(n for n in os.listdir(local) if n != STAGING_DIR)
-            if found:
-                raise HistoryError(f"history table {self.location!r} is not a Delta table: the folder holds "
-                                   f"{found[:5]} and no _delta_log; expected an empty or missing folder")
-            return
-        try:
-            columns = [f.name for f in self._delta_table().schema().fields]
-        except HistoryError:
-            raise
-        except Exception as exc:
-            raise HistoryError(f"cannot read the Delta schema of {self.location!r}: {exc}") from None
-        expected = self.schema.fieldNames()
-        missing = [c for c in expected if c not in columns]
-        extra = [c for c in columns if c not in expected]
-        if missing or extra:
-            raise HistoryError(
-                f"history table {self.location!r} has columns {columns}, expected {expected}"
-                + (f": missing {missing} (not a spark-assign history, or damaged)" if missing else "")
-                + (f": extra {extra} (written by a newer spark-assign? upgrade to record into it)" if extra else ""))
+        version's rows. Only the embedded backend checks (Spark's Delta checks its own
+        writes): see :meth:`~spark_assign.delta_backends.EmbeddedStore.check_writable`."""
 
     def committed(self, app_id: str) -> bool:
         """True if a commit with transaction marker ``app_id`` is in the table."""
-        if not self.exists():
-            return False
-        if self.backend == EMBEDDED:
-            return self._delta_table().transaction_version(app_id) is not None
-        # Spark Delta: the txn marker is applied by the writer itself (txnAppId);
-        # look for it in the commit log through the userMetadata we also write.
-        hist = self.history().where(F.col("userMetadata").contains(json.dumps(app_id)))
-        return bool(hist.take(1))
+        raise NotImplementedError
 
     # ---------------------------------------------------------------- reads
 
     def read(self, version: int | None = None) -> DataFrame:
         """The table's rows (at ``version`` if given), or no rows with the table's
         schema when the table does not exist yet."""
-        if not self.exists():
-            return self.spark.createDataFrame([], self.schema)
-        if self.backend == SPARK_DELTA:
-            if not self.by_path:
-                clause = f" VERSION AS OF {int(version)}" if version is not None else ""
-                df = self.spark.sql(f"SELECT * FROM {self.location}{clause}")
-            else:
-                reader = self.spark.read.format("delta")
-                if version is not None:
-                    reader = reader.option("versionAsOf", version)
-                df = reader.load(self.location)
-        else:
-            files = self._delta_table(version).file_uris()
-            if not files:
-                return self.spark.createDataFrame([], self.schema)
-            df = self.spark.read.schema(self.schema).parquet(*files)
-        # tables written by older versions may lack newer columns: add them as nulls
+        raise NotImplementedError
+
+    def _empty(self) -> DataFrame:
+        """No rows, with the table's schema."""
+        return self.spark.createDataFrame([], self.schema)
+
+    def _all_columns(self, df: DataFrame) -> DataFrame:
+        """``df`` with the table's columns, in order: tables written by older versions
+        may lack newer columns, added as nulls."""
         cols = [F.col(f.name) if f.name in df.columns else F.lit(None).cast(f.dataType).alias(f.name)
                 for f in self.schema.fields]
         return df.select(*cols)
@@ -270,32 +208,11 @@ class DeltaStore:
         """Delta's commit log of the table, newest first: ``version, timestamp,
         operation, operation_parameters, user_metadata, engine`` (plus every column of
         ``DESCRIBE HISTORY`` on the spark-delta backend)."""
+        raise NotImplementedError
+
+    def _require_table(self) -> None:
         if not self.exists():
             raise HistoryError(f"table {self.location!r} does not exist yet: nothing recorded")
-        if self.backend == SPARK_DELTA:
-            target = f"delta.`{self.location}`" if self.by_path else self.location
-            return self.spark.sql(f"DESCRIBE HISTORY {target}")
-        rows = []
-        for h in self._delta_table().history():
-            known = {"version", "timestamp", "operation", "operationParameters", "engineInfo",
-                     "clientVersion", "operationMetrics", "isBlindAppend", "readVersion"}
-            custom = {k: v for k, v in h.items() if k not in known}
-            rows.append((
-                int(h["version"]),
-                int(h["timestamp"]),
-                h.get("operation"),
-                {str(k): str(v) for k, v in (h.get("operationParameters") or {}).items()},
-                json.dumps(custom, sort_keys=True, default=str) if custom else None,
-                h.get("engineInfo") or h.get("clientVersion"),
-            ))
-        schema = ("version long, timestamp_ms long, operation string, "
-                  "operation_parameters map<string,string>, userMetadata string, engine string")
-        return (
-            self.spark.createDataFrame(rows, schema)
-            .withColumn("timestamp", F.timestamp_millis("timestamp_ms"))
-            .select("version", "timestamp", "operation", "operation_parameters", "userMetadata", "engine")
-            .orderBy(F.col("version").desc())
-        )
 
     # ---------------------------------------------------------------- writes
 
@@ -305,25 +222,7 @@ class DeltaStore:
         Returns False (and writes nothing) if a commit with that app id is already
         in the table, True otherwise.
         """
-        df = conform(df, self.schema)
-        if self.committed(app_id):
-            return False
-        meta = dict(metadata or {})
-        meta["spark_assign_app_id"] = app_id
-        if self.backend == SPARK_DELTA:
-            writer = (
-                df.write.format("delta").mode("append")
-                .option("txnAppId", app_id).option("txnVersion", 1)
-                .option("userMetadata", json.dumps(meta, sort_keys=True))
-            )
-            if self.by_path:
-                writer.save(self.location)
-            else:
-                writer.saveAsTable(self.location)
-            return True
-        staged = self.write_files(df)
-        self.commit(staged, app_id=app_id, metadata=meta)
-        return True
+        raise NotImplementedError
 
     def stage(self, df: DataFrame) -> Staged:
         """Prepare ``df``'s rows for a later :meth:`Staged.commit`.
@@ -336,238 +235,27 @@ class DeltaStore:
 
         >>> staged = store.stage(rows); staged.commit(app_id="spark-assign:x")  # doctest: +SKIP
         """
-        rows = conform(df, self.schema)
-        if self.backend != EMBEDDED:
-            return Staged(self, rows, None)
-        files = self.write_files(rows)
-        root = self.location.rstrip("/")
-        read = (self.spark.read.schema(self.schema).parquet(*[f"{root}/{f}" for f in files]) if files
-                else self.spark.createDataFrame([], self.schema))
-        return Staged(self, read, files)
-
-    def write_files(self, df: DataFrame) -> list[str]:
-        """Embedded backend, step 1: write ``df`` as Parquet files inside the table
-        folder (not yet part of the table); return their paths relative to the table root."""
-        df = conform(df, self.schema)
-        staging = f"{self.location.rstrip('/')}/{STAGING_DIR}/{uuid.uuid4().hex}"
-        key = "spark.sql.parquet.outputTimestampType"
-        previous = self.spark.conf.get(key, None)
-        self.spark.conf.set(key, "TIMESTAMP_MICROS")  # Delta timestamps are microseconds, not INT96
-        try:
-            df.write.mode("error").parquet(staging)  # "errorifexists" is not accepted by Spark Connect
-        finally:
-            if previous is None:
-                self.spark.conf.unset(key)
-            else:
-                self.spark.conf.set(key, previous)
-        local_root = local_path(self.location)
-        if local_root is None:  # remote storage: keep the files where Spark wrote them
-            from pyarrow import fs as pafs
-
-            filesystem, root = pafs.FileSystem.from_uri(self.location)
-            infos = filesystem.get_file_info(pafs.FileSelector(f"{root}/{STAGING_DIR}/{staging.rsplit('/', 1)[-1]}"))
-            return sorted(
-                os.path.relpath(i.path, root) for i in infos
-                if i.path.endswith(".parquet") and not os.path.basename(i.path).startswith(("_", "."))
-            )
-        staging_local = os.path.join(local_root, STAGING_DIR, staging.rsplit("/", 1)[-1])
-        moved = []
-        for name in sorted(os.listdir(staging_local)):
-            if not name.endswith(".parquet") or name.startswith(("_", ".")):
-                continue
-            # Spark's part names are unique per write (they carry the write's uuid)
-            os.replace(os.path.join(staging_local, name), os.path.join(local_root, name))
-            moved.append(name)
-        shutil.rmtree(staging_local, ignore_errors=True)
-        try:
-            os.rmdir(os.path.dirname(staging_local))  # the _staging folder, when empty
-        except OSError:
-            pass
-        return moved
-
-    def commit(self, files: list[str], *, app_id: str, metadata: dict[str, Any] | None = None) -> None:
-        """Embedded backend, step 2: commit ``files`` (relative paths from
-        :meth:`write_files`) as one Delta transaction with marker ``app_id``."""
-        from deltalake import DeltaTable
-        from deltalake.transaction import (
-            CommitProperties,
-            Transaction,
-            create_table_with_add_actions,
-        )
-
-        _maybe_pause(self.name)
-        actions = [self._add_action(f) for f in files]
-        props = CommitProperties(
-            app_transactions=[Transaction(app_id, 1)],
-            custom_metadata={k: str(v) for k, v in (metadata or {}).items()},
-        )
-        schema = arrow_schema(self.schema)
-        if not self.exists():
-            try:
-                from deltalake import Schema as DeltaSchema
-
-                create_table_with_add_actions(self.location, DeltaSchema.from_arrow(schema), actions, mode="error",
-                                              commit_properties=props)
-                return
-            except Exception as exc:  # created meanwhile by another writer: append instead
-                if not self.exists():
-                    raise HistoryError(f"creating Delta table {self.location!r} failed: {exc}") from exc
-        table = DeltaTable(self.location)
-        if table.transaction_version(app_id) is not None:
-            return
-        table.create_write_transaction(actions, mode="append", schema=schema, commit_properties=props)
-
-    def _add_action(self, relative: str):
-        import pyarrow.parquet as pq
-        from deltalake.transaction import AddAction
-
-        local_root = local_path(self.location)
-        if local_root is not None:
-            full = os.path.join(local_root, relative)
-            st = os.stat(full)
-            size, mtime = st.st_size, int(st.st_mtime * 1000)
-            rows = pq.read_metadata(full).num_rows
-        else:
-            from pyarrow import fs as pafs
-
-            filesystem, root = pafs.FileSystem.from_uri(self.location)
-            info = filesystem.get_file_info(f"{root}/{relative}")
-            size = info.size
-            mtime = int(info.mtime.timestamp() * 1000) if info.mtime else int(time.time() * 1000)
-            with filesystem.open_input_file(f"{root}/{relative}") as fh:
-                rows = pq.read_metadata(fh).num_rows
-        return AddAction(relative, size, {}, mtime, True, json.dumps({"numRecords": rows}))
+        return Staged(self, conform(df, self.schema))
 
     def compact(self) -> None:
         """Rewrite the table's small files into larger ones (Delta OPTIMIZE)."""
-        if not self.exists():
-            return
-        if self.backend == SPARK_DELTA:
-            target = f"delta.`{self.location}`" if self.by_path else self.location
-            self.spark.sql(f"OPTIMIZE {target}")
-        else:
-            self._delta_table().optimize.compact()
+        raise NotImplementedError
 
 
 class Staged:
-    """Rows staged by :meth:`DeltaStore.stage`: ``rows`` (a DataFrame) and ``commit``."""
+    """Rows staged by :meth:`DeltaStore.stage`: ``rows`` (a DataFrame) and ``commit``.
 
-    def __init__(self, store: DeltaStore, rows: DataFrame, files: list[str] | None):
-        self.store, self.rows, self.files = store, rows, files
+    ``files``: the Parquet files already written for them (embedded backend:
+    :class:`~spark_assign.delta_backends.StagedFiles`), None when the commit writes
+    the rows (spark-delta backend).
+    """
+
+    files: list[str] | None = None
+
+    def __init__(self, store: DeltaStore, rows: DataFrame):
+        self.store, self.rows = store, rows
 
     def commit(self, *, app_id: str, metadata: dict[str, Any] | None = None) -> bool:
         """Commit the staged rows as one Delta transaction marked ``app_id``; False
         (nothing committed) when a commit with that marker is already in the table."""
-        if self.files is None:
-            return self.store.append(self.rows, app_id=app_id, metadata=metadata)
-        if self.store.committed(app_id):
-            return False
-        meta = dict(metadata or {})
-        meta["spark_assign_app_id"] = app_id
-        self.store.commit(self.files, app_id=app_id, metadata=meta)
-        return True
-
-
-def _maybe_pause(table_name: str) -> None:
-    """The kill-test hook (see the module docstring)."""
-    if os.environ.get(PAUSE_ENV) != table_name:
-        return
-    marker = os.environ.get(PAUSE_FILE_ENV)
-    if marker:
-        with open(marker, "w") as fh:
-            fh.write(table_name)
-    time.sleep(float(os.environ.get("SPARK_ASSIGN_PAUSE_SECONDS", "600")))
-
-
-# --------------------------------------------------------------------------- reading inputs
-
-#: the file formats :func:`read_input` understands
-INPUT_FORMATS = ("delta", "parquet", "json", "csv", "table")
-#: columns that hold arrays in the input contract (CSV cells use ';' between items)
-CSV_ARRAY_COLUMNS = ("topics", "assignors", "racks")
-
-
-def detect_format(source: str) -> str:
-    """The format of an input ``source`` from its name: ``delta`` (a folder with a
-    ``_delta_log``), ``parquet``, ``json`` (``.jsonl``/``.ndjson``/``.json``),
-    ``csv``, or ``table`` (a catalog name such as ``main.ops.members``).
-
-    >>> detect_format("data/sample/members.jsonl")
-    'json'
-    """
-    lowered = source.lower().rstrip("/")
-    if lowered.endswith((".jsonl", ".ndjson", ".json", ".jsonl.gz", ".json.gz")):
-        return "json"
-    if lowered.endswith((".csv", ".csv.gz", ".tsv")):
-        return "csv"
-    if lowered.endswith(".parquet"):
-        return "parquet"
-    if not is_path(source):
-        return "table"
-    if is_delta_path(source):
-        return "delta"
-    local = local_path(source)
-    if local is not None and os.path.isdir(local):
-        names = os.listdir(local)
-        if any(n.endswith(".parquet") for n in names):
-            return "parquet"
-        if any(n.endswith((".json", ".jsonl")) for n in names):
-            return "json"
-        if any(n.endswith(".csv") for n in names):
-            return "csv"
-    if local is not None and not os.path.exists(local):
-        raise InvalidInputError(f"input {source!r} does not exist")
-    raise InvalidInputError(
-        f"cannot tell the format of input {source!r}: expected a Delta folder, a .parquet, "
-        ".jsonl/.json, .csv path or a catalog table name; pass the format explicitly"
-    )
-
-
-def _csv_arrays(df: DataFrame) -> DataFrame:
-    """CSV cells to the contract's arrays: ``topics``/``assignors``/``racks`` as
-    ``a;b;c`` and ``owned`` as ``topic:partition;topic:partition``."""
-    for name in CSV_ARRAY_COLUMNS:
-        if name in df.columns and isinstance(df.schema[name].dataType, T.StringType):
-            df = df.withColumn(name, F.filter(F.transform(F.split(F.coalesce(name, F.lit("")), ";"), lambda s: F.trim(s)),
-                                              lambda s: s != ""))
-    if "owned" in df.columns and isinstance(df.schema["owned"].dataType, T.StringType):
-        items = F.filter(F.transform(F.split(F.coalesce("owned", F.lit("")), ";"), lambda s: F.trim(s)), lambda s: s != "")
-        df = df.withColumn("owned", F.transform(items, lambda s: F.struct(
-            F.regexp_extract(s, r"^(.*):(-?\d+)$", 1).alias("topic"),
-            F.regexp_extract(s, r"^(.*):(-?\d+)$", 2).cast("int").alias("partition"))))
-    return df
-
-
-def read_input(spark: SparkSession, source: str, fmt: str | None = None) -> DataFrame:
-    """Read an input table (members, partitions, lags) from a Delta folder, Parquet,
-    JSON Lines, CSV or a catalog table name, detected from ``source`` unless ``fmt``
-    is given.
-
-    JSON Lines carry arrays natively. CSV files need a header; array cells use
-    ``;`` between items (``topics``: ``t0;t1``, ``racks``: ``r1;r2``) and ``owned``
-    is ``topic:partition;topic:partition``.
-
-    >>> members = read_input(spark, "data/sample/members.jsonl")  # doctest: +SKIP
-    """
-    fmt = fmt or detect_format(source)
-    local = local_path(source) if fmt != "table" else None
-    if local is not None and not os.path.exists(local):
-        raise InvalidInputError(f"input {source!r} does not exist")
-    if fmt not in INPUT_FORMATS:
-        raise InvalidInputError(f"unknown input format {fmt!r} of input {source!r}: expected one of {INPUT_FORMATS}")
-    if fmt == "table":
-        return spark.table(source)
-    if fmt == "delta":
-        if spark_delta_configured(spark):
-            return spark.read.format("delta").load(source)
-        from deltalake import DeltaTable
-
-        files = DeltaTable(source).file_uris()
-        if not files:
-            raise InvalidInputError(f"input Delta table {source!r} has no rows")
-        return spark.read.parquet(*files)
-    if fmt == "parquet":
-        return spark.read.parquet(source)
-    if fmt == "json":
-        return spark.read.json(source)
-    return _csv_arrays(spark.read.option("header", True).option("inferSchema", True).csv(source))
+        return self.store.append(self.rows, app_id=app_id, metadata=metadata)

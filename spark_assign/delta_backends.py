@@ -1,0 +1,331 @@
+"""The two storage backends of :class:`~spark_assign.storage.DeltaStore`, one class each.
+
+:class:`SparkDeltaStore` (``spark-delta``) lets Spark's own Delta read, write and
+commit; :class:`EmbeddedStore` (``embedded``) writes Parquet with Spark and commits
+it with delta-rs (the ``deltalake`` package). :mod:`spark_assign.storage`
+describes both and picks one: build stores with ``DeltaStore(...)``, not from here.
+
+>>> store = DeltaStore(spark, "/tmp/history/assignments", schema, backend="embedded")  # doctest: +SKIP
+>>> type(store).__name__                                                               # doctest: +SKIP
+'EmbeddedStore'
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+import uuid
+from typing import Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from .errors import HistoryError
+from .storage import (
+    EMBEDDED,
+    PAUSE_ENV,
+    PAUSE_FILE_ENV,
+    SPARK_DELTA,
+    STAGING_DIR,
+    DeltaStore,
+    Staged,
+    arrow_schema,
+    conform,
+    is_delta_path,
+    local_path,
+    marked,
+)
+
+
+class SparkDeltaStore(DeltaStore):
+    """A Delta table read and written by Spark's own Delta (``format("delta")``, catalog
+    tables through ``saveAsTable``); idempotent through the ``txnAppId`` write option.
+
+    >>> DeltaStore(spark, "main.kafka_ops.assignments", schema).read()  # doctest: +SKIP
+    """
+
+    backend = SPARK_DELTA
+
+    def _target(self) -> str:
+        """The table in SQL: ``delta.`<path>``` or its catalog name."""
+        return f"delta.`{self.location}`" if self.by_path else self.location
+
+    def exists(self) -> bool:
+        if not self.by_path:
+            return bool(self.spark.catalog.tableExists(self.location))
+        return is_delta_path(self.location)
+
+    def committed(self, app_id: str) -> bool:
+        if not self.exists():
+            return False
+        # the txn marker is applied by the writer itself (txnAppId); look for it in
+        # the commit log through the userMetadata we also write
+        hist = self.history().where(F.col("userMetadata").contains(json.dumps(app_id)))
+        return bool(hist.take(1))
+
+    def read(self, version: int | None = None) -> DataFrame:
+        if not self.exists():
+            return self._empty()
+        if not self.by_path:
+            clause = f" VERSION AS OF {int(version)}" if version is not None else ""
+            df = self.spark.sql(f"SELECT * FROM {self.location}{clause}")
+        else:
+            reader = self.spark.read.format("delta")
+            if version is not None:
+                reader = reader.option("versionAsOf", version)
+            df = reader.load(self.location)
+        return self._all_columns(df)
+
+    def history(self) -> DataFrame:
+        self._require_table()
+        return self.spark.sql(f"DESCRIBE HISTORY {self._target()}")
+
+    def append(self, df: DataFrame, *, app_id: str, metadata: dict[str, Any] | None = None) -> bool:
+        df = conform(df, self.schema)
+        if self.committed(app_id):
+            return False
+        writer = (
+            df.write.format("delta").mode("append")
+            .option("txnAppId", app_id).option("txnVersion", 1)
+            .option("userMetadata", json.dumps(marked(metadata, app_id), sort_keys=True))
+        )
+        if self.by_path:
+            writer.save(self.location)
+        else:
+            writer.saveAsTable(self.location)
+        return True
+
+    def compact(self) -> None:
+        if self.exists():
+            self.spark.sql(f"OPTIMIZE {self._target()}")
+
+
+class EmbeddedStore(DeltaStore):
+    """A Delta table at a path, its Parquet files written by Spark and committed by
+    delta-rs as one transaction with an app-id marker (see :mod:`spark_assign.storage`).
+
+    >>> store.write_files(df); store.commit(files, app_id="spark-assign:x")  # doctest: +SKIP
+    """
+
+    backend = EMBEDDED
+
+    def exists(self) -> bool:
+        return is_delta_path(self.location)
+
+    def _delta_table(self, version: int | None = None):
+        from deltalake import DeltaTable
+
+        try:
+            return DeltaTable(self.location, version=version)
+        except Exception as exc:  # delta-rs: a corrupt or unreadable _delta_log
+            raise HistoryError(f"cannot read the Delta log of {self.location!r}: {exc}") from None
+
+    def check_writable(self) -> None:
+        """Raise HistoryError, before anything is written, when the table cannot take this
+        version's rows: its folder holds something that is not a Delta table, its Delta
+        log cannot be read, or its columns differ from this version's (a column missing,
+        or one added by a newer spark-assign). On a local path only."""
+        local = local_path(self.location)
+        if local is None or not os.path.exists(local):
+            return
+        if not os.path.isdir(local):
+            raise HistoryError(f"history table {self.location!r} is a file, not a Delta table folder")
+        if not os.path.isdir(os.path.join(local, "_delta_log")):
+            found = sorted(n for n in os.listdir(local) if n != STAGING_DIR)
+            if found:
+                raise HistoryError(f"history table {self.location!r} is not a Delta table: the folder holds "
+                                   f"{found[:5]} and no _delta_log; expected an empty or missing folder")
+            return
+        try:
+            columns = [f.name for f in self._delta_table().schema().fields]
+        except HistoryError:
+            raise
+        except Exception as exc:
+            raise HistoryError(f"cannot read the Delta schema of {self.location!r}: {exc}") from None
+        expected = self.schema.fieldNames()
+        missing = [c for c in expected if c not in columns]
+        extra = [c for c in columns if c not in expected]
+        if missing or extra:
+            raise HistoryError(
+                f"history table {self.location!r} has columns {columns}, expected {expected}"
+                + (f": missing {missing} (not a spark-assign history, or damaged)" if missing else "")
+                + (f": extra {extra} (written by a newer spark-assign? upgrade to record into it)" if extra else ""))
+
+    def committed(self, app_id: str) -> bool:
+        if not self.exists():
+            return False
+        return self._delta_table().transaction_version(app_id) is not None
+
+    def read(self, version: int | None = None) -> DataFrame:
+        if not self.exists():
+            return self._empty()
+        files = self._delta_table(version).file_uris()
+        if not files:
+            return self._empty()
+        return self._all_columns(self.spark.read.schema(self.schema).parquet(*files))
+
+    def history(self) -> DataFrame:
+        self._require_table()
+        known = {"version", "timestamp", "operation", "operationParameters", "engineInfo",
+                 "clientVersion", "operationMetrics", "isBlindAppend", "readVersion"}
+        rows = []
+        for h in self._delta_table().history():
+            custom = {k: v for k, v in h.items() if k not in known}
+            rows.append((
+                int(h["version"]),
+                int(h["timestamp"]),
+                h.get("operation"),
+                {str(k): str(v) for k, v in (h.get("operationParameters") or {}).items()},
+                json.dumps(custom, sort_keys=True, default=str) if custom else None,
+                h.get("engineInfo") or h.get("clientVersion"),
+            ))
+        schema = ("version long, timestamp_ms long, operation string, "
+                  "operation_parameters map<string,string>, userMetadata string, engine string")
+        return (
+            self.spark.createDataFrame(rows, schema)
+            .withColumn("timestamp", F.timestamp_millis("timestamp_ms"))
+            .select("version", "timestamp", "operation", "operation_parameters", "userMetadata", "engine")
+            .orderBy(F.col("version").desc())
+        )
+
+    def append(self, df: DataFrame, *, app_id: str, metadata: dict[str, Any] | None = None) -> bool:
+        df = conform(df, self.schema)
+        if self.committed(app_id):
+            return False
+        self.commit(self.write_files(df), app_id=app_id, metadata=marked(metadata, app_id))
+        return True
+
+    def stage(self, df: DataFrame) -> StagedFiles:
+        files = self.write_files(conform(df, self.schema))
+        root = self.location.rstrip("/")
+        read = (self.spark.read.schema(self.schema).parquet(*[f"{root}/{f}" for f in files]) if files
+                else self._empty())
+        return StagedFiles(self, read, files)
+
+    def write_files(self, df: DataFrame) -> list[str]:
+        """Step 1: write ``df`` as Parquet files inside the table folder (not yet part
+        of the table); return their paths relative to the table root."""
+        df = conform(df, self.schema)
+        staging = f"{self.location.rstrip('/')}/{STAGING_DIR}/{uuid.uuid4().hex}"
+        key = "spark.sql.parquet.outputTimestampType"
+        previous = self.spark.conf.get(key, None)
+        self.spark.conf.set(key, "TIMESTAMP_MICROS")  # Delta timestamps are microseconds, not INT96
+        try:
+            df.write.mode("error").parquet(staging)  # "errorifexists" is not accepted by Spark Connect
+        finally:
+            if previous is None:
+                self.spark.conf.unset(key)
+            else:
+                self.spark.conf.set(key, previous)
+        local_root = local_path(self.location)
+        if local_root is None:  # remote storage: keep the files where Spark wrote them
+            from pyarrow import fs as pafs
+
+            filesystem, root = pafs.FileSystem.from_uri(self.location)
+            infos = filesystem.get_file_info(pafs.FileSelector(f"{root}/{STAGING_DIR}/{staging.rsplit('/', 1)[-1]}"))
+            return sorted(
+                os.path.relpath(i.path, root) for i in infos
+                if i.path.endswith(".parquet") and not os.path.basename(i.path).startswith(("_", "."))
+            )
+        staging_local = os.path.join(local_root, STAGING_DIR, staging.rsplit("/", 1)[-1])
+        moved = []
+        for name in sorted(os.listdir(staging_local)):
+            if not name.endswith(".parquet") or name.startswith(("_", ".")):
+                continue
+            # Spark's part names are unique per write (they carry the write's uuid)
+            os.replace(os.path.join(staging_local, name), os.path.join(local_root, name))
+            moved.append(name)
+        shutil.rmtree(staging_local, ignore_errors=True)
+        try:
+            os.rmdir(os.path.dirname(staging_local))  # the _staging folder, when empty
+        except OSError:
+            pass
+        return moved
+
+    def commit(self, files: list[str], *, app_id: str, metadata: dict[str, Any] | None = None) -> None:
+        """Step 2: commit ``files`` (relative paths from :meth:`write_files`) as one
+        Delta transaction with marker ``app_id``."""
+        from deltalake import DeltaTable
+        from deltalake.transaction import (
+            CommitProperties,
+            Transaction,
+            create_table_with_add_actions,
+        )
+
+        _maybe_pause(self.name)
+        actions = [self._add_action(f) for f in files]
+        props = CommitProperties(
+            app_transactions=[Transaction(app_id, 1)],
+            custom_metadata={k: str(v) for k, v in (metadata or {}).items()},
+        )
+        schema = arrow_schema(self.schema)
+        if not self.exists():
+            try:
+                from deltalake import Schema as DeltaSchema
+
+                create_table_with_add_actions(self.location, DeltaSchema.from_arrow(schema), actions, mode="error",
+                                              commit_properties=props)
+                return
+            except Exception as exc:  # created meanwhile by another writer: append instead
+                if not self.exists():
+                    raise HistoryError(f"creating Delta table {self.location!r} failed: {exc}") from exc
+        table = DeltaTable(self.location)
+        if table.transaction_version(app_id) is not None:
+            return
+        table.create_write_transaction(actions, mode="append", schema=schema, commit_properties=props)
+
+    def _add_action(self, relative: str):
+        import pyarrow.parquet as pq
+        from deltalake.transaction import AddAction
+
+        local_root = local_path(self.location)
+        if local_root is not None:
+            full = os.path.join(local_root, relative)
+            st = os.stat(full)
+            size, mtime = st.st_size, int(st.st_mtime * 1000)
+            rows = pq.read_metadata(full).num_rows
+        else:
+            from pyarrow import fs as pafs
+
+            filesystem, root = pafs.FileSystem.from_uri(self.location)
+            info = filesystem.get_file_info(f"{root}/{relative}")
+            size = info.size
+            mtime = int(info.mtime.timestamp() * 1000) if info.mtime else int(time.time() * 1000)
+            with filesystem.open_input_file(f"{root}/{relative}") as fh:
+                rows = pq.read_metadata(fh).num_rows
+        return AddAction(relative, size, {}, mtime, True, json.dumps({"numRecords": rows}))
+
+    def compact(self) -> None:
+        if self.exists():
+            self._delta_table().optimize.compact()
+
+
+class StagedFiles(Staged):
+    """Rows staged by :meth:`EmbeddedStore.stage`: their Parquet files are written,
+    the commit adds them to the table."""
+
+    store: EmbeddedStore
+    files: list[str]
+
+    def __init__(self, store: EmbeddedStore, rows: DataFrame, files: list[str]):
+        super().__init__(store, rows)
+        self.files = files
+
+    def commit(self, *, app_id: str, metadata: dict[str, Any] | None = None) -> bool:
+        if self.store.committed(app_id):
+            return False
+        self.store.commit(self.files, app_id=app_id, metadata=marked(metadata, app_id))
+        return True
+
+
+def _maybe_pause(table_name: str) -> None:
+    """The kill-test hook (see :mod:`spark_assign.storage`)."""
+    if os.environ.get(PAUSE_ENV) != table_name:
+        return
+    marker = os.environ.get(PAUSE_FILE_ENV)
+    if marker:
+        with open(marker, "w") as fh:
+            fh.write(table_name)
+    time.sleep(float(os.environ.get("SPARK_ASSIGN_PAUSE_SECONDS", "600")))
