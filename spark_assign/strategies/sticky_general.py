@@ -12,14 +12,14 @@ group, so a group's result never depends on the groups assigned with it), as
 DataFrame transformations; the driver only loops over rounds, each one
 distributed step over all groups:
 
-1. **initial fill** (:func:`_initial_counts`): ``c(m, t)``, how many partitions
-   of topic ``t`` member ``m`` gets. Start from the owned counts ``o(m, t)`` and
+1. **initial fill** (:func:`_initial_counts`): ``assigned_count``, how many
+   partitions of topic ``t`` member ``m`` gets. Start from the ``owned_count`` and
    spread each topic's unowned partitions over its subscribers by weights fitted
    (iterative proportional fitting) so that members top up to the group's water
    level; round each member's fractional parts jointly over its topics, and give
    each topic's leftover partitions to the members whose rounding wants one, ties
    by hash (an order shared by all topics would pile the errors onto the same
-   members). Each member also gets a target load ``_T``: its fitted total,
+   members). Each member also gets a ``target_load``: its fitted total,
    rounded over the group.
 2. **pairing rounds** (:func:`_pair_moves`): the units members hold above their
    target and lack below it are laid out in a hash order and paired by position,
@@ -52,8 +52,8 @@ distributed step over all groups:
    tests' 256 random groups this keeps at least as many owned partitions as Kafka
    in every group.
 5. **placement**: each member keeps its owned partitions of a topic up to
-   ``c(m, t)`` (lowest partitions first), and the partitions left over are
-   handed out by a rank join on ``(group, topic, position)`` against the
+   its ``assigned_count`` (lowest partitions first), and the partitions left over are
+   handed out by a rank join on ``(group_id, topic, position)`` against the
    members' remaining counts. With ``rack_aware`` (KIP-881, best effort, in
    Kafka's priority balance > rack locality > stickiness) rack-local owned
    partitions are kept first, then rack-local free partitions handed out, then
@@ -74,49 +74,54 @@ from ..ordering import java_order, with_member_index
 
 #: cap on balancing rounds: reaching it raises AssignmentPropertyError naming the groups
 MAX_ROUNDS = 200
-_DEBUG = False
 #: balancing rounds the last :func:`target_counts` call ran (for benchmarks)
 LAST_ROUNDS = 0
 
 _KEYS = ["group_id", "member_id", "topic"]
-#: the state carried from round to round: one row per subscription, with member index,
-#: topic index, owned count ``o``, count ``c`` and the member's target load ``_T``
-_STATE = ["group_id", "member_id", "topic", "_mi", "_ti", "o", "c", "_T"]
+#: the state carried from round to round: one row per subscription, with the member's index
+#: (Kafka's member order) and the topic's (Java's topic order) in the group, how many partitions
+#: of the topic the member owned and is assigned, and the member's target load
+_STATE = [
+    "group_id", "member_id", "topic", "member_index", "topic_index", "owned_count", "assigned_count", "target_load",
+]
 
 
 def _water_fill(rows: DataFrame, units: str, base: str, own: str | None = None, cur: str | None = None) -> DataFrame:
     """Water-fill ``units`` (a per-(group, topic) column) over the rows of each
     ``(group_id, topic)`` by ``base`` load: add ``fill`` so that the lowest rows
-    rise to a common level ``lvl`` (some to ``lvl + 1``), the highest untouched.
+    rise to a common level ``_level`` (some to ``_level + 1``), the highest untouched.
 
-    Closed form over the rows sorted by base: ``k`` rows filled, level
-    ``(units + sum of their bases) // k``; the remainder's ``+1`` goes first to
+    Closed form over the rows sorted by base: the first ``_n_filled`` rows are filled
+    (as many as ``units`` can raise to the base of the last of them, its ``_cost``),
+    level ``(units + sum of their bases) // _n_filled``; the remainder's ``+1`` goes first to
     the filled rows that would otherwise end below their owned count ``own``,
     then to those holding most now (``cur``), then in member order. Adds ``fill``.
     """
     wt = Window.partitionBy("group_id", "topic")
-    ws = wt.orderBy(F.col(base), F.col("_mi"))
+    ws = wt.orderBy(F.col(base), F.col("member_index"))
     r = (
-        rows.withColumn("_k", F.row_number().over(ws))
-        .withColumn("_s", F.sum(base).over(ws.rowsBetween(Window.unboundedPreceding, 0)))
-        .withColumn("_cost", F.col("_k") * F.col(base) - F.col("_s"))
-        .withColumn("_ok", F.col("_cost") <= F.col(units))
-        .withColumn("_kmax", F.max(F.when(F.col("_ok"), F.col("_k"))).over(wt))
-        .withColumn("_smax", F.max(F.when(F.col("_ok"), F.col("_s"))).over(wt))
-        .withColumn("_lvl", F.floor((F.col(units) + F.col("_smax")) / F.col("_kmax")).cast("long"))
-        .withColumn("_rem", F.col(units) + F.col("_smax") - F.col("_kmax") * F.col("_lvl"))
-        .withColumn("_in", F.col("_k") <= F.col("_kmax"))
+        rows.withColumn("_rank", F.row_number().over(ws))
+        .withColumn("_base_sum", F.sum(base).over(ws.rowsBetween(Window.unboundedPreceding, 0)))
+        .withColumn("_cost", F.col("_rank") * F.col(base) - F.col("_base_sum"))
+        .withColumn("_affordable", F.col("_cost") <= F.col(units))
+        .withColumn("_n_filled", F.max(F.when(F.col("_affordable"), F.col("_rank"))).over(wt))
+        .withColumn("_filled_base_sum", F.max(F.when(F.col("_affordable"), F.col("_base_sum"))).over(wt))
+        .withColumn("_level", F.floor((F.col(units) + F.col("_filled_base_sum")) / F.col("_n_filled")).cast("long"))
+        .withColumn("_remainder", F.col(units) + F.col("_filled_base_sum") - F.col("_n_filled") * F.col("_level"))
+        .withColumn("_filled", F.col("_rank") <= F.col("_n_filled"))
     )
-    short = (F.col("_lvl") - F.col(base) < F.col(own)) if own else F.lit(False)
-    wp = wt.orderBy(F.col("_in").desc(), short.desc(), (F.col(cur) if cur else F.lit(0)).desc(), F.col("_mi"))
-    r = r.withColumn("_pr", F.row_number().over(wp))
+    short = (F.col("_level") - F.col(base) < F.col(own)) if own else F.lit(False)
+    now = F.col(cur) if cur else F.lit(0)
+    wp = wt.orderBy(F.col("_filled").desc(), short.desc(), now.desc(), F.col("member_index"))
+    r = r.withColumn("_extra_rank", F.row_number().over(wp))
     return r.withColumn(
         "fill",
         F.when(
-            F.col("_in"),
-            F.col("_lvl") - F.col(base) + F.when(F.col("_pr") <= F.col("_rem"), 1).otherwise(0),
+            F.col("_filled"),
+            F.col("_level") - F.col(base) + F.when(F.col("_extra_rank") <= F.col("_remainder"), 1).otherwise(0),
         ).otherwise(F.lit(0)).cast("long"),
-    ).drop(*([] if _DEBUG else ["_k", "_s", "_cost", "_ok", "_kmax", "_smax", "_lvl", "_rem", "_in", "_pr"]))
+    ).drop("_rank", "_base_sum", "_cost", "_affordable", "_n_filled", "_filled_base_sum", "_level", "_remainder",
+           "_filled", "_extra_rank")
 
 
 #: proportional-fitting passes of the initial fill
@@ -125,7 +130,7 @@ FIT_PASSES = 1
 
 def _initial_counts(members: DataFrame, sizes: DataFrame, owned: DataFrame | None) -> DataFrame:
     """The first state (:data:`_STATE`): one row per subscription to an existing
-    topic, with owned count ``o``, initial count ``c`` and the member's target load ``_T``.
+    topic, with ``owned_count``, the initial ``assigned_count`` and the member's ``target_load``.
 
     The unowned partitions of each topic are spread over its subscribers in
     proportion to weights fitted (:data:`FIT_PASSES` passes of iterative
@@ -135,134 +140,152 @@ def _initial_counts(members: DataFrame, sizes: DataFrame, owned: DataFrame | Non
     jointly over its topics (systematic rounding), and each topic hands its
     remaining partitions to the members whose rounding wants one (ties by hash),
     so member totals land within a partition or two of their fitted share. The
-    target ``_T`` is the fitted member total, rounded systematically over the
+    ``target_load`` is the fitted member total, rounded systematically over the
     group's members. ``owned`` None: nobody owns anything (the water level is then
     the group's mean load, without the windows that find it over owned loads).
     ``sizes``: the partitions' :func:`spark_assign.inputs.topic_sizes`.
     """
-    # members may be an unmaterialized plan: it is read once. Indexes are per group (_mi
-    # in Kafka's member order, _ti in Java's topic order), so that a group's result
+    # members may be an unmaterialized plan: it is read once. Indexes are per group (member_index
+    # in Kafka's member order, topic_index in Java's topic order), so that a group's result
     # never depends on the other groups assigned with it
-    m = with_member_index(members, "_mi").select("group_id", "member_id", "_mi", "topics")
-    topics = sizes.select("topic", F.col("num_partitions").cast("long").alias("_p"))
-    subs = m.select("group_id", "member_id", "_mi", F.explode("topics").alias("topic")).join(topics, "topic")
+    m = with_member_index(members, "member_index").select("group_id", "member_id", "member_index", "topics")
+    topics = sizes.select("topic", F.col("num_partitions").cast("long").alias("num_partitions"))
+    subs = m.select("group_id", "member_id", "member_index", F.explode("topics").alias("topic")).join(topics, "topic")
     if owned is None:
-        subs = subs.withColumn("o", F.lit(0).cast("long"))
+        subs = subs.withColumn("owned_count", F.lit(0).cast("long"))
     else:
-        own = owned.groupBy(*_KEYS).agg(F.count("*").alias("o"))
-        subs = subs.join(own, _KEYS, "left").withColumn("o", F.coalesce("o", F.lit(0)).cast("long"))
-    wt = Window.partitionBy("group_id", "_ti")
-    wm = Window.partitionBy("group_id", "_mi")
+        own = owned.groupBy(*_KEYS).agg(F.count("*").alias("owned_count"))
+        subs = subs.join(own, _KEYS, "left").withColumn(
+            "owned_count", F.coalesce("owned_count", F.lit(0)).cast("long"))
+    wt = Window.partitionBy("group_id", "topic_index")
+    wm = Window.partitionBy("group_id", "member_index")
     wg = Window.partitionBy("group_id")
     # one partition per group from here on: every window below is then shuffle-free.
     # Member-level sums over the group count each member once, on its first row
     # (each window spec is one pass over the group's rows: the topic sums and the first
     # of each topic share one ordered spec, and so do the member sums and first member)
-    by_member = wt.orderBy("_mi")
-    by_topic = wm.orderBy("_ti")
+    by_member = wt.orderBy("member_index")
+    by_topic = wm.orderBy("topic_index")
     whole = (Window.unboundedPreceding, Window.unboundedFollowing)
     subs = materialize(
         subs.repartition("group_id")
-        .withColumn("_ti", F.dense_rank().over(wg.orderBy(java_order("topic"))) - 1)
-        .withColumn("_u", F.col("_p") - F.sum("o").over(by_member.rowsBetween(*whole)))
-        .withColumn("_n", F.count("*").over(by_member.rowsBetween(*whole)))
-        .withColumn("_tf", F.row_number().over(by_member) == 1)
-        .withColumn("_b", F.sum("o").over(by_topic.rowsBetween(*whole)))
-        .withColumn("_deg", F.count(F.when(F.col("_u") > 0, 1)).over(by_topic.rowsBetween(*whole)))
-        .withColumn("_first", F.row_number().over(by_topic) == 1)
+        .withColumn("topic_index", F.dense_rank().over(wg.orderBy(java_order("topic"))) - 1)
+        .withColumn("topic_unowned", F.col("num_partitions") - F.sum("owned_count").over(by_member.rowsBetween(*whole)))
+        .withColumn("topic_subscribers", F.count("*").over(by_member.rowsBetween(*whole)))
+        .withColumn("first_of_topic", F.row_number().over(by_member) == 1)
+        .withColumn("owned_load", F.sum("owned_count").over(by_topic.rowsBetween(*whole)))
+        .withColumn("open_topics",  # the member's topics with unowned partitions
+                    F.count(F.when(F.col("topic_unowned") > 0, 1)).over(by_topic.rowsBetween(*whole)))
+        .withColumn("first_of_member", F.row_number().over(by_topic) == 1)
         .withColumns({
-            "_tot": F.sum(F.when(F.col("_tf"), F.greatest(F.col("_u"), F.lit(0)))).over(wg),
-            "_nm": F.count(F.when(F.col("_first"), 1)).over(wg),  # members (read when nobody owns anything)
+            "group_unowned":
+                F.sum(F.when(F.col("first_of_topic"), F.greatest(F.col("topic_unowned"), F.lit(0)))).over(wg),
+            "group_members": F.count(F.when(F.col("first_of_member"), 1)).over(wg),  # read when nobody owns anything
         })
     )
-    first = F.col("_first")
+    first = F.col("first_of_member")
     if owned is None:  # nobody owns anything: every member needs the group's mean load
-        subs = subs.withColumn("_need", F.col("_tot") / F.col("_nm"))
+        subs = subs.withColumn("need", F.col("group_unowned") / F.col("group_members"))
     else:
         # the group's water level over owned loads (eligibility ignored): members below
         # it need the difference. Over the members by owned load: the k lowest can be
         # topped up to the k-th's load while that costs at most the unowned partitions
-        by_load = wg.orderBy("_b", "_mi")  # default frame: members up to this one
+        by_load = wg.orderBy("owned_load", "member_index")  # default frame: members up to this one
         subs = (
-            subs.withColumn("_k", F.count(F.when(first, 1)).over(by_load))
-            .withColumn("_s", F.sum(F.when(first, F.col("_b"))).over(by_load))
-            .withColumn("_ok", first & (F.col("_k") * F.col("_b") - F.col("_s") <= F.col("_tot")))
-            .withColumn("_kmax", F.max(F.when(F.col("_ok"), F.col("_k"))).over(wg))
-            .withColumn("_smax", F.max(F.when(F.col("_ok"), F.col("_s"))).over(wg))
-            .withColumn("_need", F.greatest(F.lit(0.0), (F.col("_tot") + F.col("_smax")) / F.col("_kmax") - F.col("_b")))
+            subs.withColumn("members_up_to", F.count(F.when(first, 1)).over(by_load))
+            .withColumn("owned_up_to", F.sum(F.when(first, F.col("owned_load"))).over(by_load))
+            .withColumn("can_top_up", first & (
+                F.col("members_up_to") * F.col("owned_load") - F.col("owned_up_to") <= F.col("group_unowned")))
+            .withColumn("topped_members", F.max(F.when(F.col("can_top_up"), F.col("members_up_to"))).over(wg))
+            .withColumn("topped_owned_load", F.max(F.when(F.col("can_top_up"), F.col("owned_up_to"))).over(wg))
+            .withColumn("need", F.greatest(F.lit(0.0), (F.col("group_unowned") + F.col("topped_owned_load"))
+                                           / F.col("topped_members") - F.col("owned_load")))
         )
-    subs = subs.withColumn("_w", F.when(F.col("_deg") > 0, F.col("_need") / F.col("_deg")).otherwise(F.lit(0.0)))
+    subs = subs.withColumn(
+        "weight", F.when(F.col("open_topics") > 0, F.col("need") / F.col("open_topics")).otherwise(F.lit(0.0)))
 
     def share(df: DataFrame) -> DataFrame:
-        tw = F.sum(F.when(F.col("_u") > 0, F.col("_w"))).over(wt)
+        tw = F.sum(F.when(F.col("topic_unowned") > 0, F.col("weight"))).over(wt)
         return df.withColumn(
-            "_x",
-            F.when(F.col("_u") <= 0, F.lit(0.0))
-            .when(tw > 0, F.col("_u") * F.col("_w") / tw)
-            .otherwise(F.col("_u") / F.col("_n")),
+            "fitted_share",
+            F.when(F.col("topic_unowned") <= 0, F.lit(0.0))
+            .when(tw > 0, F.col("topic_unowned") * F.col("weight") / tw)
+            .otherwise(F.col("topic_unowned") / F.col("topic_subscribers")),
         )
 
     for _ in range(FIT_PASSES):
-        fitted = share(subs).withColumn("_xsum", F.sum("_x").over(wm))
+        fitted = share(subs).withColumn("member_fitted_share", F.sum("fitted_share").over(wm))
         subs = fitted.withColumn(
-            "_w", F.when(F.col("_xsum") > 0, F.col("_w") * F.col("_need") / F.col("_xsum")).otherwise(F.col("_w"))
-        ).drop("_x", "_xsum")
-    subs = share(subs).withColumn("_f", F.floor("_x").cast("long")).withColumn("_fr", F.col("_x") - F.col("_f"))
+            "weight",
+            F.when(F.col("member_fitted_share") > 0, F.col("weight") * F.col("need") / F.col("member_fitted_share"))
+            .otherwise(F.col("weight")),
+        ).drop("fitted_share", "member_fitted_share")
+    subs = share(subs).withColumn("share_floor", F.floor("fitted_share").cast("long")).withColumn(
+        "share_fraction", F.col("fitted_share") - F.col("share_floor"))
     # systematic rounding along each member's topics: an extra wherever the running
     # sum of fractional parts crosses an integer (+ 0.5)
-    run = F.sum("_fr").over(wm.orderBy("_ti").rowsBetween(Window.unboundedPreceding, 0)) + F.lit(0.5)
+    run = F.sum("share_fraction").over(by_topic.rowsBetween(Window.unboundedPreceding, 0)) + F.lit(0.5)
     # target loads: the fitted member totals rounded systematically in member order
     # (so that they add up to the group's partitions)
-    cum = F.sum(F.when(first, F.col("_X"))).over(wg.orderBy("_mi")) + F.lit(0.5)  # members up to this one
+    cum = F.sum(F.when(first, F.col("fitted_load"))).over(wg.orderBy("member_index")) + F.lit(0.5)  # members up to here
     subs = (
-        subs.withColumn("_want", F.floor(run) - F.floor(run - F.col("_fr")))
-        .withColumn("_X", F.col("_b") + F.sum("_x").over(wm.orderBy("_ti").rowsBetween(*whole)))  # run's pass
-        .withColumn("_T", (F.floor(cum) - F.floor(cum - F.col("_X"))).cast("long"))
+        subs.withColumn("wants_extra", F.floor(run) - F.floor(run - F.col("share_fraction")))
+        .withColumn("fitted_load",  # in run's pass
+                    F.col("owned_load") + F.sum("fitted_share").over(by_topic.rowsBetween(*whole)))
+        .withColumn("target_load", (F.floor(cum) - F.floor(cum - F.col("fitted_load"))).cast("long"))
     )
     # per topic the +1s go to the members whose rounding wants one, ties broken by a
     # hash: any member-level order (say by fractional part) would favour the same
     # members in every topic and pile the rounding errors onto them
-    deal = wt.orderBy(F.col("_want").desc(), F.xxhash64("_mi", "_ti"), "_mi")
-    subs = subs.withColumn("_extra", F.col("_u") - F.sum("_f").over(deal.rowsBetween(*whole))).withColumn(
-        "_r", F.row_number().over(deal) - 1
-    )
-    add = F.when(F.col("_extra") > F.col("_r"), F.floor((F.col("_extra") - F.col("_r") - 1) / F.col("_n")) + 1).otherwise(0)
-    return subs.select(
-        "group_id", "member_id", "topic", "_mi", "_ti", "o", (F.col("o") + F.col("_f") + add).cast("long").alias("c"), "_T"
-    )
+    deal = wt.orderBy(F.col("wants_extra").desc(), F.xxhash64("member_index", "topic_index"), "member_index")
+    subs = subs.withColumn(
+        "leftover", F.col("topic_unowned") - F.sum("share_floor").over(deal.rowsBetween(*whole))
+    ).withColumn("deal_rank", F.row_number().over(deal) - 1)
+    left, rank = F.col("leftover"), F.col("deal_rank")
+    add = F.when(left > rank, F.floor((left - rank - 1) / F.col("topic_subscribers")) + 1).otherwise(0)
+    assigned = (F.col("owned_count") + F.col("share_floor") + add).cast("long").alias("assigned_count")
+    return subs.select(*[assigned if x == "assigned_count" else x for x in _STATE])
 
 
 def _with_loads(state: DataFrame) -> DataFrame:
-    """Add member loads ``L``, per-topic smallest subscriber load ``lo`` and
-    largest holder load ``hi``, and each row's violation option key ``key``."""
+    """Add the member loads ``member_load``, per topic the smallest subscriber load
+    ``min_subscriber_load``, the largest holder load ``max_holder_load`` and whether a
+    most loaded holder holds partitions it did not own (``top_holder_unowned``), and
+    each row's violation option key ``violation_key``."""
     wm = Window.partitionBy("group_id", "member_id")
     wt = Window.partitionBy("group_id", "topic")
+    load, lo, hi = F.col("member_load"), F.col("min_subscriber_load"), F.col("max_holder_load")
+    assigned, owned = F.col("assigned_count"), F.col("owned_count")
     s = (
-        state.withColumn("L", F.sum("c").over(wm))
-        .withColumn("lo", F.min("L").over(wt))
-        .withColumn("hi", F.max(F.when(F.col("c") > 0, F.col("L"))).over(wt))
+        state.withColumn("member_load", F.sum("assigned_count").over(wm))
+        .withColumn("min_subscriber_load", F.min("member_load").over(wt))
+        .withColumn("max_holder_load", F.max(F.when(assigned > 0, load)).over(wt))
         # a most loaded holder of the topic holds partitions it did not own
-        .withColumn("free", F.max(F.when((F.col("L") == F.col("hi")) & (F.col("c") > F.col("o")), 1).otherwise(0)).over(wt))
+        .withColumn("top_holder_unowned", F.max(F.when((load == hi) & (assigned > owned), 1).otherwise(0)).over(wt))
     )
-    give = F.when((F.col("c") > 0) & (F.col("L") - F.col("lo") >= 2), F.col("L") - F.col("lo"))
-    take = F.when(F.col("hi") - F.col("L") >= 2, F.col("hi") - F.col("L"))
+    give = F.when((assigned > 0) & (load - lo >= 2), load - lo)
+    take = F.when(hi - load >= 2, hi - load)
     # key: gap, then whether a partition can move without costing an owned one
     # (the giver's own rows / the topic's for a receiver), then the topic index
-    key = lambda gap, free: gap.cast("long") * F.lit(1 << 32) + free * F.lit(1 << 31) + (F.lit((1 << 31) - 1) - F.col("_ti"))  # noqa: E731
-    gkey = key(give, F.when(F.col("c") > F.col("o"), 1).otherwise(0))
-    tkey = key(take, F.col("free"))
-    return s.withColumn("key", F.greatest(gkey, tkey))  # greatest skips nulls
+    key = lambda gap, free: (  # noqa: E731
+        gap.cast("long") * F.lit(1 << 32) + free * F.lit(1 << 31) + (F.lit((1 << 31) - 1) - F.col("topic_index")))
+    gkey = key(give, F.when(assigned > owned, 1).otherwise(0))
+    tkey = key(take, F.col("top_holder_unowned"))
+    return s.withColumn("violation_key", F.greatest(gkey, tkey))  # greatest skips nulls
 
 
 def _round(s: DataFrame) -> DataFrame:
     """One balancing round over every group (``s`` from :func:`_with_loads`)."""
     wm = Window.partitionBy("group_id", "member_id")
-    s = s.withColumn("_best", F.max("key").over(wm))
-    picked = s.where(F.col("key").isNotNull() & (F.col("key") == F.col("_best")))
-    rest = s.where(F.col("key").isNull() | (F.col("key") != F.col("_best")))
+    s = s.withColumn("best_key", F.max("violation_key").over(wm))
+    picked = s.where(F.col("violation_key").isNotNull() & (F.col("violation_key") == F.col("best_key")))
+    rest = s.where(F.col("violation_key").isNull() | (F.col("violation_key") != F.col("best_key")))
     wt = Window.partitionBy("group_id", "topic")
-    picked = picked.withColumn("_u", F.sum("c").over(wt)).withColumn("_b", F.col("L") - F.col("c"))
-    moved = _water_fill(picked, "_u", "_b", own="o", cur="c").withColumn("c", F.col("fill"))
+    # per topic, the partitions its pickers hold go round again over their loads on other topics
+    picked = picked.withColumn("topic_assigned", F.sum("assigned_count").over(wt)).withColumn(
+        "other_load", F.col("member_load") - F.col("assigned_count"))
+    moved = _water_fill(picked, "topic_assigned", "other_load", own="owned_count", cur="assigned_count").withColumn(
+        "assigned_count", F.col("fill"))
     return rest.select(*_STATE).unionByName(moved.select(*_STATE))
 
 
@@ -289,169 +312,216 @@ def _chain_moves(s: DataFrame) -> DataFrame:
     (``a``, if it subscribes to one, at least one heavier); and ``x``'s new topic
     ``t1`` has no subscriber two or more lighter than ``x`` (``a`` not lighter
     than ``x``). Chains start from a few short subscriptions per group
-    (:data:`STICKY_STARTS`), so a round stays small. Returns ``group_id, _ti, _a, _b``."""
+    (:data:`STICKY_STARTS`), so a round stays small. In the columns, ``a`` is the
+    ``giver``, ``x`` the ``middle`` and ``b`` the ``receiver``, ``t1`` the
+    ``middle_topic`` and ``t2`` the ``receiver_topic``. Returns ``group_id,
+    topic_index, giver, receiver`` (one row per partition moved)."""
+    # per member: the heaviest holder of any topic it subscribes to, the lightest subscriber
+    # of any topic it holds, the topics it subscribes to and those it holds
     mem = s.groupBy("group_id", "member_id").agg(
-        F.max(F.coalesce("hi", F.lit(0))).alias("_hisub"),
-        F.min(F.when(F.col("c") > 0, F.col("lo"))).alias("_loheld"),
-        F.collect_list("_ti").alias("_subs"),
-        F.collect_list(F.when(F.col("c") > 0, F.col("_ti"))).alias("_held"),
+        F.max(F.coalesce("max_holder_load", F.lit(0))).alias("subscribed_max_holder_load"),
+        F.min(F.when(F.col("assigned_count") > 0, F.col("min_subscriber_load"))).alias("held_min_subscriber_load"),
+        F.collect_list("topic_index").alias("subscribed_topics"),
+        F.collect_list(F.when(F.col("assigned_count") > 0, F.col("topic_index"))).alias("held_topics"),
     )
-    lost = (F.col("o") >= F.col("c")).cast("int")  # giving one up costs an owned partition
-    starts = s.where(F.col("c") < F.col("o")).withColumn(
-        "_r", F.row_number().over(Window.partitionBy("group_id").orderBy("_mi", "_ti"))
-    ).where(F.col("_r") <= STICKY_STARTS).select(
-        "group_id", F.col("member_id").alias("_b"), F.col("_ti").alias("_t2"), F.col("L").alias("_Lb"),
-        F.col("lo").alias("_lo2"), F.col("_mi").alias("_bmi"))
-    holders = s.where(F.col("c") > 0)
-    h2 = holders.select("group_id", F.col("_ti").alias("_t2"), F.col("member_id").alias("_x"),
-                        F.col("L").alias("_Lx"), lost.alias("_lx2"), F.col("_mi").alias("_xmi"))
-    step = starts.join(h2, ["group_id", "_t2"]).where(F.col("_x") != F.col("_b"))
+    lost = (F.col("owned_count") >= F.col("assigned_count")).cast("int")  # giving one up costs an owned partition
+    regains = F.when(F.col("owned_count") > F.col("assigned_count"), 1).otherwise(0)  # receiving one gives one back
+    starts = s.where(F.col("assigned_count") < F.col("owned_count")).withColumn(
+        "start_rank", F.row_number().over(Window.partitionBy("group_id").orderBy("member_index", "topic_index"))
+    ).where(F.col("start_rank") <= STICKY_STARTS).select(
+        "group_id", F.col("member_id").alias("receiver"), F.col("topic_index").alias("receiver_topic"),
+        F.col("member_load").alias("receiver_load"), F.col("min_subscriber_load").alias("receiver_topic_min_load"),
+        F.col("member_index").alias("receiver_index"))
+    holders = s.where(F.col("assigned_count") > 0)
+    h2 = holders.select("group_id", F.col("topic_index").alias("receiver_topic"), F.col("member_id").alias("middle"),
+                        F.col("member_load").alias("middle_load"), lost.alias("middle_gives_owned"),
+                        F.col("member_index").alias("middle_index"))
+    step = starts.join(h2, ["group_id", "receiver_topic"]).where(F.col("middle") != F.col("receiver"))
+    receiver_cols = ["receiver", "receiver_topic", "receiver_load", "receiver_topic_min_load", "receiver_index"]
     # one hop: x is the giver a
-    one = step.select("group_id", "_b", "_t2", "_Lb", "_lo2", "_bmi", F.lit(None).cast("string").alias("_x"),
-                      F.lit(None).cast("long").alias("_t1"), F.col("_x").alias("_a"), F.col("_Lx").alias("_La"),
-                      F.col("_xmi").alias("_ami"), (F.lit(1) - F.col("_lx2")).alias("_gain"),
-                      F.lit(None).cast("long").alias("_Lx"), F.lit(None).cast("long").alias("_lo1"))
+    one = step.select("group_id", *receiver_cols, F.lit(None).cast("string").alias("middle"),
+                      F.lit(None).cast("long").alias("middle_topic"), F.col("middle").alias("giver"),
+                      F.col("middle_load").alias("giver_load"), F.col("middle_index").alias("giver_index"),
+                      (F.lit(1) - F.col("middle_gives_owned")).alias("owned_gain"),
+                      F.lit(None).cast("long").alias("middle_load"),
+                      F.lit(None).cast("long").alias("middle_topic_min_load"))
     # two hops: a gives x a partition of a topic t1 x subscribes to
-    xs = s.select("group_id", F.col("member_id").alias("_x"), F.col("_ti").alias("_t1"),
-                  F.when(F.col("o") > F.col("c"), 1).otherwise(0).alias("_gx1"), F.col("lo").alias("_lo1"))
-    h1 = holders.select("group_id", F.col("_ti").alias("_t1"), F.col("member_id").alias("_a"),
-                        F.col("L").alias("_La"), lost.alias("_la1"), F.col("_mi").alias("_ami"))
+    xs = s.select("group_id", F.col("member_id").alias("middle"), F.col("topic_index").alias("middle_topic"),
+                  regains.alias("middle_regains_owned"), F.col("min_subscriber_load").alias("middle_topic_min_load"))
+    h1 = holders.select("group_id", F.col("topic_index").alias("middle_topic"), F.col("member_id").alias("giver"),
+                        F.col("member_load").alias("giver_load"), lost.alias("giver_gives_owned"),
+                        F.col("member_index").alias("giver_index"))
+    chain_cols = [*receiver_cols, "middle", "middle_topic", "giver", "giver_load", "giver_index"]
     two = (
-        step.join(xs, ["group_id", "_x"]).where(F.col("_t1") != F.col("_t2"))
-        .join(h1, ["group_id", "_t1"]).where(F.col("_a") != F.col("_x"))
-        .select("group_id", "_b", "_t2", "_Lb", "_lo2", "_bmi", "_x", "_t1", "_a", "_La", "_ami",
-                (F.lit(1) + F.col("_gx1") - F.col("_la1") - F.col("_lx2")).alias("_gain"), "_Lx", "_lo1")
+        step.join(xs, ["group_id", "middle"]).where(F.col("middle_topic") != F.col("receiver_topic"))
+        .join(h1, ["group_id", "middle_topic"]).where(F.col("giver") != F.col("middle"))
+        .select("group_id", *chain_cols,
+                (F.lit(1) + F.col("middle_regains_owned") - F.col("giver_gives_owned") - F.col("middle_gives_owned"))
+                .alias("owned_gain"), "middle_load", "middle_topic_min_load")
     )
     # two hops with the gain in the middle: x is short on t1 (the start), a holds t1,
     # x passes one of its topics t2 on to a subscriber b
     mid = (
-        starts.select("group_id", F.col("_b").alias("_x"), F.col("_t2").alias("_t1"), F.col("_Lb").alias("_Lx"),
-                      F.col("_lo2").alias("_lo1"))
-        .join(h1, ["group_id", "_t1"]).where(F.col("_a") != F.col("_x"))
-        .join(holders.select("group_id", F.col("member_id").alias("_x"), F.col("_ti").alias("_t2"), lost.alias("_lx2")),
-              ["group_id", "_x"]).where(F.col("_t2") != F.col("_t1"))
-        .join(s.select("group_id", F.col("_ti").alias("_t2"), F.col("member_id").alias("_b"), F.col("L").alias("_Lb"),
-                       F.col("lo").alias("_lo2"), F.col("_mi").alias("_bmi"),
-                       F.when(F.col("o") > F.col("c"), 1).otherwise(0).alias("_gb2")),
-              ["group_id", "_t2"]).where(F.col("_b") != F.col("_x"))
-        .select("group_id", "_b", "_t2", "_Lb", "_lo2", "_bmi", "_x", "_t1", "_a", "_La", "_ami",
-                (F.lit(1) + F.col("_gb2") - F.col("_la1") - F.col("_lx2")).alias("_gain"), "_Lx", "_lo1")
+        starts.select("group_id", F.col("receiver").alias("middle"), F.col("receiver_topic").alias("middle_topic"),
+                      F.col("receiver_load").alias("middle_load"),
+                      F.col("receiver_topic_min_load").alias("middle_topic_min_load"))
+        .join(h1, ["group_id", "middle_topic"]).where(F.col("giver") != F.col("middle"))
+        .join(holders.select("group_id", F.col("member_id").alias("middle"),
+                             F.col("topic_index").alias("receiver_topic"), lost.alias("middle_gives_owned")),
+              ["group_id", "middle"]).where(F.col("receiver_topic") != F.col("middle_topic"))
+        .join(s.select("group_id", F.col("topic_index").alias("receiver_topic"), F.col("member_id").alias("receiver"),
+                       F.col("member_load").alias("receiver_load"),
+                       F.col("min_subscriber_load").alias("receiver_topic_min_load"),
+                       F.col("member_index").alias("receiver_index"), regains.alias("receiver_regains_owned")),
+              ["group_id", "receiver_topic"]).where(F.col("receiver") != F.col("middle"))
+        .select("group_id", *chain_cols,
+                (F.lit(1) + F.col("receiver_regains_owned") - F.col("giver_gives_owned") - F.col("middle_gives_owned"))
+                .alias("owned_gain"), "middle_load", "middle_topic_min_load")
     )
-    cand = one.unionByName(two).unionByName(mid).where(F.col("_gain") >= 1)
-    ma = mem.select("group_id", F.col("member_id").alias("_a"), F.col("_hisub").alias("_ahi"), F.col("_subs").alias("_asubs"))
-    mb = mem.select("group_id", F.col("member_id").alias("_b"), F.col("_loheld").alias("_blo"), F.col("_held").alias("_bheld"))
-    gmax = s.groupBy("group_id").agg(F.max("L").alias("_gmax"))
-    cand = cand.join(ma, ["group_id", "_a"]).join(mb, ["group_id", "_b"]).join(gmax, "group_id")
-    swap = F.col("_a") == F.col("_b")
-    shares = F.arrays_overlap(F.col("_asubs"), F.array_union(F.col("_bheld"), F.array(F.col("_t2"))))
-    x_ok = F.col("_x").isNull() | ((F.col("_lo1") >= F.col("_Lx") - 1) & (swap | (F.col("_La") >= F.col("_Lx"))))
+    cand = one.unionByName(two).unionByName(mid).where(F.col("owned_gain") >= 1)
+    ma = mem.select("group_id", F.col("member_id").alias("giver"),
+                    F.col("subscribed_max_holder_load").alias("giver_max_holder_load"),
+                    F.col("subscribed_topics").alias("giver_topics"))
+    mb = mem.select("group_id", F.col("member_id").alias("receiver"),
+                    F.col("held_min_subscriber_load").alias("receiver_held_min_load"),
+                    F.col("held_topics").alias("receiver_held_topics"))
+    gmax = s.groupBy("group_id").agg(F.max("member_load").alias("group_max_load"))
+    cand = cand.join(ma, ["group_id", "giver"]).join(mb, ["group_id", "receiver"]).join(gmax, "group_id")
+    a_load, b_load, x_load = F.col("giver_load"), F.col("receiver_load"), F.col("middle_load")
+    swap = F.col("giver") == F.col("receiver")
+    shares = F.arrays_overlap(F.col("giver_topics"),
+                              F.array_union(F.col("receiver_held_topics"), F.array(F.col("receiver_topic"))))
+    x_ok = F.col("middle").isNull() | (
+        (F.col("middle_topic_min_load") >= x_load - 1) & (swap | (a_load >= x_load)))
     ok = x_ok & (
-        (swap & (F.col("_lo2") >= F.col("_Lb") - 1))
-        | (~swap & (F.col("_ahi") <= F.col("_La")) & (F.coalesce("_blo", F.col("_Lb")) >= F.col("_Lb"))
-           & (F.col("_Lb") < F.col("_gmax"))
-           & (F.col("_lo2") >= F.col("_Lb")) & (~shares | (F.col("_La") - 1 >= F.col("_Lb"))))
+        (swap & (F.col("receiver_topic_min_load") >= b_load - 1))
+        | (~swap & (F.col("giver_max_holder_load") <= a_load)
+           & (F.coalesce("receiver_held_min_load", b_load) >= b_load)
+           & (b_load < F.col("group_max_load"))
+           & (F.col("receiver_topic_min_load") >= b_load) & (~shares | (a_load - 1 >= b_load)))
     )
-    best = cand.where(ok).withColumn("_r", F.row_number().over(Window.partitionBy("group_id").orderBy(
-        F.col("_gain").desc(), F.col("_x").isNotNull(), "_bmi", "_t2", "_ami", "_t1", "_x")))
-    best = materialize(best.where("_r = 1"))
-    hop1 = best.select("group_id", F.coalesce("_t1", "_t2").alias("_ti"), "_a", F.coalesce("_x", "_b").alias("_b"))
-    hop2 = best.where(F.col("_x").isNotNull()).select("group_id", F.col("_t2").alias("_ti"), F.col("_x").alias("_a"), "_b")
+    best = cand.where(ok).withColumn("chain_rank", F.row_number().over(Window.partitionBy("group_id").orderBy(
+        F.col("owned_gain").desc(), F.col("middle").isNotNull(), "receiver_index", "receiver_topic", "giver_index",
+        "middle_topic", "middle")))
+    best = materialize(best.where("chain_rank = 1"))
+    hop1 = best.select("group_id", F.coalesce("middle_topic", "receiver_topic").alias("topic_index"), "giver",
+                       F.coalesce("middle", "receiver").alias("receiver"))
+    hop2 = best.where(F.col("middle").isNotNull()).select(
+        "group_id", F.col("receiver_topic").alias("topic_index"), F.col("middle").alias("giver"), "receiver")
     return hop1.unionByName(hop2)
 
 
 def _move_deltas(moves: DataFrame) -> DataFrame:
-    """What ``moves`` (``group_id, _ti, _a, _b``: one partition of topic ``_ti`` from
-    ``_a`` to ``_b`` per row, any number of rows) change per subscription:
-    ``group_id, member_id, _ti, d`` (partitions received minus given)."""
+    """What ``moves`` (``group_id, topic_index, giver, receiver``: one partition of
+    topic ``topic_index`` from ``giver`` to ``receiver`` per row, any number of rows)
+    change per subscription: ``group_id, member_id, topic_index, delta`` (partitions
+    received minus given)."""
     side = F.explode(F.array(
-        F.struct(F.col("_a").alias("member_id"), F.lit(-1).alias("d")),
-        F.struct(F.col("_b").alias("member_id"), F.lit(1).alias("d")),
-    )).alias("_s")
+        F.struct(F.col("giver").alias("member_id"), F.lit(-1).alias("delta")),
+        F.struct(F.col("receiver").alias("member_id"), F.lit(1).alias("delta")),
+    )).alias("move_side")
     return (
-        moves.select("group_id", "_ti", side).select("group_id", "_s.member_id", "_ti", "_s.d")
-        .groupBy("group_id", "member_id", "_ti").agg(F.sum("d").alias("d"))
+        moves.select("group_id", "topic_index", side)
+        .select("group_id", "move_side.member_id", "topic_index", "move_side.delta")
+        .groupBy("group_id", "member_id", "topic_index").agg(F.sum("delta").alias("delta"))
     )
 
 
 def _apply_moves(s: DataFrame, moves: DataFrame) -> DataFrame:
     """The state rows (:data:`_STATE`) after ``moves`` (:func:`_move_deltas`)."""
-    return s.join(_move_deltas(moves), ["group_id", "member_id", "_ti"], "left").select(
-        *[x for x in _STATE if x != "c"], (F.col("c") + F.coalesce("d", F.lit(0))).cast("long").alias("c"),
+    return s.join(_move_deltas(moves), ["group_id", "member_id", "topic_index"], "left").select(
+        *[x for x in _STATE if x != "assigned_count"],
+        (F.col("assigned_count") + F.coalesce("delta", F.lit(0))).cast("long").alias("assigned_count"),
     ).select(*_STATE)
 
 
 def _member_rows(state: DataFrame, subscribers: DataFrame | None = None) -> DataFrame:
     """One row per member of the state (:data:`_STATE`), what a pairing round reads
-    (:func:`_with_topic_sets`): load ``L``, target ``T``, the indexes of the topics it
-    subscribes to (``subs``) and ``dmap``: topic index -> count minus owned count, for
-    the topics where they differ. ``T`` and ``subs`` never change from round to round:
-    given ``subscribers`` (these rows' ``group_id, member_id, _mi, T, subs``), only the
+    (:func:`_with_topic_sets`): ``member_load``, ``target_load``, the indexes of the
+    topics it subscribes to (``subscribed_topics``) and ``diff_by_topic``: topic index ->
+    assigned count minus owned count, for the topics where they differ. ``target_load``
+    and ``subscribed_topics`` never change from round to round: given ``subscribers``
+    (these rows' ``group_id, member_id, member_index, target_load, subscribed_topics``), only the
     subscriptions holding or owning something are aggregated (in a fresh group, most
     hold nothing); without, everything comes from one aggregation."""
-    keys = ["group_id", "member_id", "_mi"]
-    differs = F.col("c") != F.col("o")
-    load = F.sum("c").cast("long").alias("L")
-    dmap = F.map_from_entries(F.collect_list(F.when(differs, F.struct("_ti", (F.col("c") - F.col("o")).alias("d"))))).alias("dmap")
+    keys = ["group_id", "member_id", "member_index"]
+    differs = F.col("assigned_count") != F.col("owned_count")
+    load = F.sum("assigned_count").cast("long").alias("member_load")
+    diff = (F.col("assigned_count") - F.col("owned_count")).alias("delta")
+    diffs = F.map_from_entries(F.collect_list(F.when(differs, F.struct("topic_index", diff)))).alias("diff_by_topic")
     if subscribers is None:
-        return state.groupBy(*keys).agg(load, F.max("_T").alias("T"), F.collect_list("_ti").alias("subs"), dmap)
-    held = state.where((F.col("c") > 0) | (F.col("o") > 0)).groupBy(*keys).agg(load, dmap)
+        return state.groupBy(*keys).agg(
+            load, F.max("target_load").alias("target_load"), F.collect_list("topic_index").alias("subscribed_topics"),
+            diffs)
+    held = state.where((F.col("assigned_count") > 0) | (F.col("owned_count") > 0)).groupBy(*keys).agg(load, diffs)
     return subscribers.join(held, keys, "left").select(
-        *keys, F.coalesce("L", F.lit(0)).cast("long").alias("L"), "T", "subs",
-        F.coalesce("dmap", _no_diff()).alias("dmap"),
+        *keys, F.coalesce("member_load", F.lit(0)).cast("long").alias("member_load"), "target_load",
+        "subscribed_topics",
+        F.coalesce("diff_by_topic", _no_diff()).alias("diff_by_topic"),
     )
 
 
 def _no_diff() -> Column:
-    """An empty ``dmap``."""
+    """An empty ``diff_by_topic``."""
     return F.create_map().cast("map<int,bigint>")
 
 
 def _after_moves(mem: DataFrame, moves: DataFrame) -> DataFrame:
-    """:func:`_member_rows` after ``moves`` (``group_id, _ti, _a, _b``), computed on
-    the member rows alone: loads and ``dmap`` entries shift by the partitions each
-    member gave and received. Adds ``_moved``: whether the member gave or received any.
+    """:func:`_member_rows` after ``moves`` (``group_id, topic_index, giver, receiver``),
+    computed on the member rows alone: loads and ``diff_by_topic`` entries shift by the
+    partitions each member gave and received. Adds ``moved``: whether the member gave or
+    received any.
     The member rows and the moves meet in one aggregation per member (no join: with
     both partitioned by group, nothing is shuffled)."""
     keys = ["group_id", "member_id"]
     per_topic = _move_deltas(moves)
-    cols = {"_mi": "int", "L": "long", "T": "long", "subs": "array<int>", "dmap": "map<int,bigint>"}
-    rows = mem.select(*keys, *cols, F.lit(None).cast("int").alias("_ti"), F.lit(None).cast("long").alias("d")).unionByName(
-        per_topic.select(*keys, *[F.lit(None).cast(t).alias(c) for c, t in cols.items()], "_ti", "d"))
+    cols = {"member_index": "int", "member_load": "long", "target_load": "long", "subscribed_topics": "array<int>",
+            "diff_by_topic": "map<int,bigint>"}
+    rows = mem.select(
+        *keys, *cols, F.lit(None).cast("int").alias("topic_index"), F.lit(None).cast("long").alias("delta")
+    ).unionByName(
+        per_topic.select(*keys, *[F.lit(None).cast(t).alias(c) for c, t in cols.items()], "topic_index", "delta"))
     merged = rows.groupBy(*keys).agg(
         *[F.first(c, ignorenulls=True).alias(c) for c in cols],
-        F.sum("d").alias("_dL"),
-        F.map_from_entries(F.collect_list(F.when(F.col("_ti").isNotNull(), F.struct("_ti", "d")))).alias("_dd"),
+        F.sum("delta").alias("load_delta"),
+        F.map_from_entries(F.collect_list(F.when(F.col("topic_index").isNotNull(), F.struct("topic_index", "delta"))))
+        .alias("delta_by_topic"),
     )
-    dmap = F.map_zip_with("dmap", "_dd", lambda k, a, b: F.coalesce(a, F.lit(0)) + F.coalesce(b, F.lit(0)))
+    diffs = F.map_zip_with("diff_by_topic", "delta_by_topic",
+                          lambda k, a, b: F.coalesce(a, F.lit(0)) + F.coalesce(b, F.lit(0)))
     return merged.select(
-        *keys, "_mi", (F.col("L") + F.coalesce("_dL", F.lit(0))).alias("L"), "T", "subs",
-        F.map_filter(dmap, lambda k, v: v != 0).alias("dmap"), F.col("_dL").isNotNull().alias("_moved"),
+        *keys, "member_index", (F.col("member_load") + F.coalesce("load_delta", F.lit(0))).alias("member_load"),
+        "target_load", "subscribed_topics",
+        F.map_filter(diffs, lambda k, v: v != 0).alias("diff_by_topic"), F.col("load_delta").isNotNull().alias("moved"),
     )
 
 
 def _synced(state: DataFrame, mem: DataFrame) -> DataFrame:
     """The state rows (:data:`_STATE`) with the counts the member rows ``mem``
-    (:func:`_member_rows`) hold, ``c = o + dmap[_ti]``, and the member's load ``L``."""
-    d = F.coalesce(F.try_element_at("dmap", F.col("_ti")), F.lit(0))
-    return state.join(mem.select("group_id", "_mi", "dmap", "L"), ["group_id", "_mi"]).select(
-        *[F.col(x) if x != "c" else (F.col("o") + d).cast("long").alias("c") for x in _STATE], "L")
+    (:func:`_member_rows`) hold, ``assigned_count = owned_count + diff_by_topic[topic_index]``,
+    and the member's load ``member_load``."""
+    diff = F.coalesce(F.try_element_at("diff_by_topic", F.col("topic_index")), F.lit(0))
+    assigned = (F.col("owned_count") + diff).cast("long").alias("assigned_count")
+    rows = mem.select("group_id", "member_index", "diff_by_topic", "member_load")
+    return state.join(rows, ["group_id", "member_index"]).select(
+        *[F.col(x) if x != "assigned_count" else assigned for x in _STATE], "member_load")
 
 
 def _with_topic_sets(mem: DataFrame) -> DataFrame:
     """``mem`` (:func:`_member_rows`) plus the topic index sets pairing reads: held
-    beyond the owned count (``free``, with how many in ``cnt``) and held fewer of
-    than owned (``gain``)."""
-    cnt = F.map_filter("dmap", lambda k, v: v > 0)
+    beyond the owned count (``free_topics``, with how many in ``free_counts``) and held
+    fewer of than owned (``short_topics``)."""
+    free = F.map_filter("diff_by_topic", lambda k, v: v > 0)
     return mem.select(
-        "*", F.map_keys(cnt).alias("free"), cnt.alias("cnt"),
-        F.map_keys(F.map_filter("dmap", lambda k, v: v < 0)).alias("gain"),
+        "*", F.map_keys(free).alias("free_topics"), free.alias("free_counts"),
+        F.map_keys(F.map_filter("diff_by_topic", lambda k, v: v < 0)).alias("short_topics"),
     )
 
 
 def _pair_moves(mem: DataFrame, rnd: int) -> DataFrame:
     """The moves of one pairing round over every group (``mem``: :func:`_member_rows`).
 
-    Members above their target load ``_T`` give, members below it receive: their
+    Members above their ``target_load`` give, members below it receive: their
     surplus and deficit units are laid out in a hash order (a different one each
     round ``rnd``) and paired by position, so that one round pairs every unit of a
     group at once. A pair moves one partition of a topic the receiver subscribes
@@ -463,8 +533,8 @@ def _pair_moves(mem: DataFrame, rnd: int) -> DataFrame:
     giver ends at least as loaded as its receiver are kept (dropping a move only
     raises givers and lowers receivers, so one pass does): played one by one, each
     such move goes from a member at least two partitions heavier, so the sum of
-    squared loads strictly drops. Returns ``group_id, _ti, _a, _b`` (one row per
-    partition moved).
+    squared loads strictly drops. Returns ``group_id, topic_index, giver, receiver``
+    (one row per partition moved).
 
     Every window and aggregation here is keyed by group and more, so with ``mem``
     partitioned by group (``mem.repartition("group_id")``, as :func:`target_counts`
@@ -472,36 +542,46 @@ def _pair_moves(mem: DataFrame, rnd: int) -> DataFrame:
     their slot, not in a join."""
     mem = _with_topic_sets(mem)
     # side 1: givers (above target), side 2: receivers; a unit per partition above / below
-    units = mem.where(F.col("L") != F.col("T")).withColumns({
-        "_side": F.when(F.col("L") > F.col("T"), 1).otherwise(2), "_u": F.abs(F.col("L") - F.col("T"))})
-    end = F.sum("_u").over(Window.partitionBy("group_id", "_side").orderBy(
-        F.xxhash64("_mi", F.lit(rnd), F.col("_side")), "_mi").rowsBetween(Window.unboundedPreceding, 0))
-    units = units.withColumn("_end", end).withColumn(
-        "_slot", F.explode(F.sequence(F.col("_end") - F.col("_u"), F.col("_end") - 1)))
+    load, target = F.col("member_load"), F.col("target_load")
+    units = mem.where(load != target).withColumns({
+        "side": F.when(load > target, 1).otherwise(2), "units": F.abs(load - target)})
+    end = F.sum("units").over(Window.partitionBy("group_id", "side").orderBy(
+        F.xxhash64("member_index", F.lit(rnd), F.col("side")), "member_index"
+    ).rowsBetween(Window.unboundedPreceding, 0))
+    units = units.withColumn("slot_end", end).withColumn(
+        "slot", F.explode(F.sequence(F.col("slot_end") - F.col("units"), F.col("slot_end") - 1)))
     # the receiver of each slot, beside its giver (a group's surplus and deficit units are
     # equally many: the targets add up to its partitions; a slot missing either pairs nothing)
-    receiver = F.struct(F.col("member_id").alias("_b"), F.col("L").alias("L_b"), F.col("subs").alias("subs_b"),
-                        F.col("gain").alias("gain_b"))
+    receiver = F.struct(F.col("member_id").alias("receiver"), F.col("member_load").alias("receiver_load"),
+                        F.col("subscribed_topics").alias("receiver_topics"),
+                        F.col("short_topics").alias("receiver_short_topics"))
     pairs = units.withColumn(
-        "_r", F.max(F.when(F.col("_side") == 2, receiver)).over(Window.partitionBy("group_id", "_slot"))
-    ).where((F.col("_side") == 1) & F.col("_r").isNotNull()).select(
-        "group_id", "_slot", F.col("member_id").alias("_a"), F.col("L").alias("L_a"), F.col("free").alias("free_a"),
-        F.col("cnt").alias("cnt_a"), "_r._b", "_r.L_b", "_r.subs_b", "_r.gain_b")
+        "paired", F.max(F.when(F.col("side") == 2, receiver)).over(Window.partitionBy("group_id", "slot"))
+    ).where((F.col("side") == 1) & F.col("paired").isNotNull()).select(
+        "group_id", "slot", F.col("member_id").alias("giver"), F.col("member_load").alias("giver_load"),
+        F.col("free_topics").alias("giver_free_topics"), F.col("free_counts").alias("giver_free_counts"),
+        "paired.receiver", "paired.receiver_load", "paired.receiver_topics", "paired.receiver_short_topics")
     # only partitions the giver did not own: pairing never costs an owned partition
     # (what balance takes from owners, the water-fill rounds take, owned ones last)
-    options = [F.array_intersect(F.col("free_a"), F.col("gain_b")), F.array_intersect(F.col("free_a"), F.col("subs_b"))]
+    options = [F.array_intersect(F.col("giver_free_topics"), F.col("receiver_short_topics")),
+               F.array_intersect(F.col("giver_free_topics"), F.col("receiver_topics"))]
     cand = F.coalesce(*[F.when(F.size(o) > 0, o) for o in options])
-    pick = F.array_min(F.transform(cand, lambda t: F.struct(F.xxhash64(t, F.col("_slot"), F.lit(rnd)).alias("h"), t.alias("t"))))
-    cap = Window.partitionBy("group_id", "_a", "_ti").orderBy("_slot")
+    pick = F.array_min(F.transform(
+        cand, lambda t: F.struct(F.xxhash64(t, F.col("slot"), F.lit(rnd)).alias("tiebreak"), t.alias("topic_index"))))
+    per_giver_topic = Window.partitionBy("group_id", "giver", "topic_index").orderBy("slot")
     moves = (
-        pairs.withColumn("_ti", pick["t"]).where(F.col("_ti").isNotNull())
-        .withColumn("_q", F.row_number().over(cap)).where(F.col("_q") <= F.element_at("cnt_a", F.col("_ti")))
+        pairs.withColumn("topic_index", pick["topic_index"]).where(F.col("topic_index").isNotNull())
+        .withColumn("giver_topic_rank", F.row_number().over(per_giver_topic))
+        .where(F.col("giver_topic_rank") <= F.element_at("giver_free_counts", F.col("topic_index")))
     )
     fin = (
-        moves.withColumn("_fa", F.col("L_a") - F.count("*").over(Window.partitionBy("group_id", "_a")))
-        .withColumn("_fb", F.col("L_b") + F.count("*").over(Window.partitionBy("group_id", "_b")))
+        moves.withColumn("giver_final_load",
+                         F.col("giver_load") - F.count("*").over(Window.partitionBy("group_id", "giver")))
+        .withColumn("receiver_final_load",
+                    F.col("receiver_load") + F.count("*").over(Window.partitionBy("group_id", "receiver")))
     )
-    return fin.where(F.col("_fa") >= F.col("_fb")).select("group_id", "_ti", "_a", "_b")
+    return fin.where(F.col("giver_final_load") >= F.col("receiver_final_load")).select(
+        "group_id", "topic_index", "giver", "receiver")
 
 
 def target_counts(
@@ -509,7 +589,8 @@ def target_counts(
     topic_sizes: DataFrame | None = None,
 ) -> DataFrame:
     """Per subscription, how many partitions of the topic the member gets:
-    ``group_id, member_id, topic, owned_count, count`` (balanced by Kafka's rule).
+    ``group_id, member_id, topic, member_index, owned_count, count`` (balanced by
+    Kafka's rule; ``member_index``: the member's position in Kafka's member order).
     ``topic_sizes``: the partitions' :func:`spark_assign.inputs.topic_sizes` (counted
     here when None).
 
@@ -519,34 +600,36 @@ def target_counts(
     sizes = count_topic_sizes(partitions) if topic_sizes is None else topic_sizes
     state = materialize(_initial_counts(members, sizes, owned))
     mem = materialize(_member_rows(state))
-    subscribers = mem.select("group_id", "member_id", "_mi", "T", "subs")
+    subscribers = mem.select("group_id", "member_id", "member_index", "target_load", "subscribed_topics")
     synced = True  # the state rows hold the counts the member rows say
     LAST_ROUNDS = 0
     for LAST_ROUNDS in range(max_rounds + 1):
         # a pairing round while some member is above its target and pairing finds
         # moves (on the member rows alone), else check Kafka's rule and water-fill
-        if LAST_ROUNDS < max_rounds and not mem.where(F.col("L") > F.col("T")).isEmpty():
+        if LAST_ROUNDS < max_rounds and not mem.where(F.col("member_load") > F.col("target_load")).isEmpty():
             by_group = mem.repartition("group_id")  # the round shuffles nothing more
             paired = materialize(_after_moves(by_group, _pair_moves(by_group, LAST_ROUNDS)))
-            if not paired.where(F.col("_moved")).isEmpty():
-                mem, synced = paired.drop("_moved"), False
+            if not paired.where(F.col("moved")).isEmpty():
+                mem, synced = paired.drop("moved"), False
                 continue
         # Kafka's rule fails exactly where a topic's most loaded holder is two or more
         # above its least loaded subscriber: one aggregation per topic over the loads
         if synced:
-            loads = state.join(mem.select("group_id", "_mi", "L"), ["group_id", "_mi"])
+            loads = state.join(mem.select("group_id", "member_index", "member_load"), ["group_id", "member_index"])
         else:  # the subscription rows take every pairing round's moves at once
             loads = materialize(_synced(state, mem))
             state, synced = loads.select(*_STATE), True
-        if loads.groupBy("group_id", "_ti").agg(
-            (F.max(F.when(F.col("c") > 0, F.col("L"))) - F.min("L")).alias("_spread")
-        ).where(F.col("_spread") >= 2).isEmpty():
+        if loads.groupBy("group_id", "topic_index").agg(
+            (F.max(F.when(F.col("assigned_count") > 0, F.col("member_load"))) - F.min("member_load"))
+            .alias("load_spread")
+        ).where(F.col("load_spread") >= 2).isEmpty():
             break
         s = materialize(_with_loads(state))
-        pending = s.where(F.col("key").isNotNull())
+        pending = s.where(F.col("violation_key").isNotNull())
         if LAST_ROUNDS == max_rounds:
             raise_if_rows(
-                pending.select("group_id", "member_id", "topic", "c", "L", "lo", "hi"),
+                pending.select("group_id", "member_id", "topic", "assigned_count", "member_load",
+                               "min_subscriber_load", "max_holder_load"),
                 AssignmentPropertyError,
                 f"the general sticky path did not reach Kafka's balance rule in {max_rounds} "
                 "balancing rounds (max_rounds); subscriptions still out of balance",
@@ -556,7 +639,7 @@ def target_counts(
     # stickiness rounds: give members back owned partitions where balance allows (each
     # round keeps at least one more owned partition in every group it changes)
     for _ in range(MAX_STICKY_ROUNDS if owned is not None else 0):
-        if state.where(F.col("c") < F.col("o")).isEmpty():  # nobody short of its owned partitions
+        if state.where(F.col("assigned_count") < F.col("owned_count")).isEmpty():  # nobody short of owned partitions
             break
         s = materialize(_with_loads(state))
         moves = materialize(_chain_moves(s))
@@ -564,25 +647,25 @@ def target_counts(
             break
         state = materialize(_apply_moves(s, moves))
     return state.select(
-        "group_id", "member_id", "topic", "_mi", F.col("o").alias("owned_count"), F.col("c").alias("count")
-    )
+        "group_id", "member_id", "topic", "member_index", "owned_count", F.col("assigned_count").alias("count"))
 
 
 def _rank_fill(free: DataFrame, capacity: DataFrame) -> DataFrame:
     """Hand the ``free`` partitions (``group_id, topic, partition``) of each topic
-    to the ``capacity`` rows (``group_id, member_id, topic, _mi, cap``) by a rank
-    join: free partitions by partition number against member slots in member
-    order. Returns ``group_id, member_id, topic, partition``."""
+    to the ``capacity`` rows (``group_id, member_id, topic, member_index, remaining``:
+    how many more partitions of the topic the member gets) by a rank join: free
+    partitions by partition number against member slots in member order. Returns
+    ``group_id, member_id, topic, partition``."""
     wt = Window.partitionBy("group_id", "topic")
-    fp = free.withColumn("_pos", F.row_number().over(wt.orderBy("partition")) - 1)
-    cap = capacity.where(F.col("cap") > 0).withColumn(
-        "_end", F.sum("cap").over(wt.orderBy("_mi").rowsBetween(Window.unboundedPreceding, 0))
+    fp = free.withColumn("position", F.row_number().over(wt.orderBy("partition")) - 1)
+    cap = capacity.where(F.col("remaining") > 0).withColumn(
+        "slot_end", F.sum("remaining").over(wt.orderBy("member_index").rowsBetween(Window.unboundedPreceding, 0))
     )
     slots = cap.select(
         "group_id", "member_id", "topic",
-        F.explode(F.sequence(F.col("_end") - F.col("cap"), F.col("_end") - 1)).alias("_pos"),
+        F.explode(F.sequence(F.col("slot_end") - F.col("remaining"), F.col("slot_end") - 1)).alias("position"),
     )
-    return fp.join(slots, ["group_id", "topic", "_pos"]).select("group_id", "member_id", "topic", "partition")
+    return fp.join(slots, ["group_id", "topic", "position"]).select("group_id", "member_id", "topic", "partition")
 
 
 def _place(
@@ -595,7 +678,7 @@ def _place(
     if owned is None:  # nothing to keep
         if not rack_aware:
             return _rank_fill(all_parts.select("group_id", "topic", "partition"),
-                              counts.select(*_KEYS, "_mi", F.col("count").alias("cap")))
+                              counts.select(*_KEYS, "member_index", F.col("count").alias("remaining")))
         owned = counts.select("group_id", "member_id", "topic", F.lit(None).cast("int").alias("partition")).where(F.lit(False))
     own = owned.select(*keys4).join(counts.select(*_KEYS, "count"), _KEYS)
     if rack_aware:
@@ -603,28 +686,29 @@ def _place(
         own = (
             own.join(member_rack, ["group_id", "member_id"])
             .join(partitions.select("topic", "partition", "racks"), ["topic", "partition"])
-            .withColumn("_local", F.col("rack").isNotNull() & F.coalesce(F.array_contains("racks", F.col("rack")), F.lit(False)))
+            .withColumn("rack_local", F.col("rack").isNotNull()
+                        & F.coalesce(F.array_contains("racks", F.col("rack")), F.lit(False)))
         )
     else:
-        own = own.withColumn("_local", F.lit(False))
+        own = own.withColumn("rack_local", F.lit(False))
     # 1. keep owned partitions up to the count (rack-local first when rack-aware)
-    wk = Window.partitionBy(*_KEYS).orderBy(F.col("_local").desc(), "partition")
-    own = own.withColumn("_r", F.row_number().over(wk))
+    wk = Window.partitionBy(*_KEYS).orderBy(F.col("rack_local").desc(), "partition")
+    own = own.withColumn("keep_rank", F.row_number().over(wk))
     if not rack_aware:
-        kept = own.where(F.col("_r") <= F.col("count")).select(*keys4)
-        cap = counts.join(kept.groupBy(*_KEYS).agg(F.count("*").alias("_k")), _KEYS, "left").select(
-            *_KEYS, "_mi", (F.col("count") - F.coalesce("_k", F.lit(0))).alias("cap")
+        kept = own.where(F.col("keep_rank") <= F.col("count")).select(*keys4)
+        cap = counts.join(kept.groupBy(*_KEYS).agg(F.count("*").alias("placed_count")), _KEYS, "left").select(
+            *_KEYS, "member_index", (F.col("count") - F.coalesce("placed_count", F.lit(0))).alias("remaining")
         )
         free = all_parts.join(kept, ["group_id", "topic", "partition"], "left_anti").select("group_id", "topic", "partition")
         return kept.unionByName(_rank_fill(free, cap))
-    kept1 = own.where(F.col("_local") & (F.col("_r") <= F.col("count"))).select(*keys4)
+    kept1 = own.where(F.col("rack_local") & (F.col("keep_rank") <= F.col("count"))).select(*keys4)
 
     def held(dfs: list[DataFrame]) -> DataFrame:
         return dfs[0] if len(dfs) == 1 else dfs[0].unionByName(held(dfs[1:]))
 
     def capacity(done: DataFrame) -> DataFrame:
-        return counts.join(done.groupBy(*_KEYS).agg(F.count("*").alias("_k")), _KEYS, "left").select(
-            *_KEYS, "_mi", (F.col("count") - F.coalesce("_k", F.lit(0))).alias("cap")
+        return counts.join(done.groupBy(*_KEYS).agg(F.count("*").alias("placed_count")), _KEYS, "left").select(
+            *_KEYS, "member_index", (F.col("count") - F.coalesce("placed_count", F.lit(0))).alias("remaining")
         )
 
     # 2. rack-local free partitions to members of that rack with room (per rack, rank join)
@@ -634,19 +718,20 @@ def _place(
     cap_r = cap1.join(member_rack, ["group_id", "member_id"])
     free_r = free1.select("group_id", "topic", "partition", F.explode("racks").alias("rack"))
     wtr = Window.partitionBy("group_id", "topic", "rack")
-    fp = free_r.withColumn("_pos", F.row_number().over(wtr.orderBy("partition")) - 1)
-    cr = cap_r.where(F.col("cap") > 0).withColumn(
-        "_end", F.sum("cap").over(wtr.orderBy("_mi").rowsBetween(Window.unboundedPreceding, 0))
+    fp = free_r.withColumn("position", F.row_number().over(wtr.orderBy("partition")) - 1)
+    cr = cap_r.where(F.col("remaining") > 0).withColumn(
+        "slot_end", F.sum("remaining").over(wtr.orderBy("member_index").rowsBetween(Window.unboundedPreceding, 0))
     )
     slots = cr.select(
-        "group_id", "member_id", "topic", "rack", "_mi",
-        F.explode(F.sequence(F.col("_end") - F.col("cap"), F.col("_end") - 1)).alias("_pos"),
+        "group_id", "member_id", "topic", "rack", "member_index",
+        F.explode(F.sequence(F.col("slot_end") - F.col("remaining"), F.col("slot_end") - 1)).alias("position"),
     )
-    cand = fp.join(slots, ["group_id", "topic", "rack", "_pos"])
+    cand = fp.join(slots, ["group_id", "topic", "rack", "position"])
     # a partition with replicas on several racks may be matched twice: keep the first
     local2 = (
-        cand.withColumn("_d", F.row_number().over(Window.partitionBy("group_id", "topic", "partition").orderBy("_mi", "rack")))
-        .where(F.col("_d") == 1)
+        cand.withColumn("match_rank", F.row_number().over(
+            Window.partitionBy("group_id", "topic", "partition").orderBy("member_index", "rack")))
+        .where(F.col("match_rank") == 1)
         .select(*keys4)
     )
     done = kept1.unionByName(local2)
@@ -654,9 +739,9 @@ def _place(
     cap2 = capacity(done)
     own3 = (
         own.join(done, ["group_id", "topic", "partition"], "left_anti")
-        .join(cap2.select(*_KEYS, "cap"), _KEYS)
-        .withColumn("_r3", F.row_number().over(Window.partitionBy(*_KEYS).orderBy("partition")))
-        .where(F.col("_r3") <= F.col("cap"))
+        .join(cap2.select(*_KEYS, "remaining"), _KEYS)
+        .withColumn("owned_rank", F.row_number().over(Window.partitionBy(*_KEYS).orderBy("partition")))
+        .where(F.col("owned_rank") <= F.col("remaining"))
         .select(*keys4)
     )
     done = done.unionByName(own3)
