@@ -67,6 +67,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from ..errors import InvalidOptionError
+from ..frames import let
 from ..inputs import subscriptions
 from ..lags import partition_lags
 from ..ordering import java_order
@@ -78,11 +79,6 @@ TIE_BREAKS = ("member_id", "hash")
 METHODS = ("auto", "wave", "step")
 
 _CUR = "array<struct<total:bigint,key:bigint,u:int,cnt:int>>"
-
-
-def _let(value: Column, fn: Callable[[Column], Column]) -> Column:
-    """Evaluate ``value`` once and pass it to ``fn`` (lambdas re-evaluate repeated expressions)."""
-    return F.get(F.transform(F.array(value), fn), 0)
 
 
 def _cur(total, key, u, cnt) -> Column:
@@ -105,7 +101,7 @@ def _scatter(dense: Column, cur: Column) -> Column:
         F.transform(dense, lambda d, u: F.struct(u.cast("int").alias("u"), F.lit(0).alias("f"), d.alias("total"))),
         F.transform(cur, lambda x: F.struct(x["u"].alias("u"), F.lit(1).alias("f"), x["total"].alias("total"))),
     ))
-    return _let(merged, lambda mg: F.transform(
+    return let(merged, lambda mg: F.transform(
         F.filter(mg, lambda x, i: (x["f"] == 1) | (i + 1 == F.size(mg)) | (F.get(mg, i + 1)["u"] != x["u"])),
         lambda x: x["total"],
     ))
@@ -127,11 +123,11 @@ def _wave_step(topics: Column) -> Callable[[Column, Column], Column]:
                 x["total"] + F.when(i < m, F.get(t["lags"], w * n + i)).otherwise(F.lit(0)),
                 x["key"], x["u"], x["cnt"] + F.when(i < m, 1).otherwise(0)))
             out = F.transform(F.slice(s, 1, m), lambda x: x["u"])
-            return _let(cur1, lambda c1: _state(
+            return let(cur1, lambda c1: _state(
                 F.when(w == t["S"] - 1, _scatter(st["dense"], c1)).otherwise(st["dense"]),
                 c1, F.concat(st["outs"], F.array(out))))
 
-        return _let(F.array_sort(cur0), with_sorted)
+        return let(F.array_sort(cur0), with_sorted)
 
     return step
 
@@ -153,13 +149,13 @@ def _single_step(topics: Column, skew: int) -> Callable[[Column, Column], Column
                 cur1 = F.transform(c, lambda x: F.when(
                     x["u"] == b["u"], _cur(x["total"] + lag, x["key"], x["u"], x["cnt"] + 1)
                 ).otherwise(_cur(x["total"], x["key"], x["u"], x["cnt"])))
-                return _let(cur1, lambda c1: _state(
+                return let(cur1, lambda c1: _state(
                     F.when(r == t["S"] - 1, _scatter(st["dense"], c1)).otherwise(st["dense"]),
                     c1, F.concat(st["outs"], F.array(F.array(b["u"])))))
 
-            return _let(best, with_best)
+            return let(best, with_best)
 
-        return _let(cur0, with_cur)
+        return let(cur0, with_cur)
 
     return step
 
@@ -177,7 +173,7 @@ def _scan(topics: Column, steps: Column, total_steps: Column, dense0: Column, st
             _state(st["dense"], st["cur"], F.array().cast("array<array<int>>")),
             step_fn,
         )
-        return _let(inner, lambda v: _state(v["dense"], v["cur"], F.concat(st["outs"], F.array(F.flatten(v["outs"])))))
+        return let(inner, lambda v: _state(v["dense"], v["cur"], F.concat(st["outs"], F.array(F.flatten(v["outs"])))))
 
     return F.aggregate(chunks, zero, chunk, lambda st: F.flatten(st["outs"]))
 

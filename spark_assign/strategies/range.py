@@ -53,6 +53,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.utils import is_remote
 
 from ..errors import InvalidOptionError
+from ..frames import let
 from ..options import RACK_AWARE, parse_rack_aware
 from ..ordering import with_member_index
 from ..quota import rank_for_position
@@ -131,12 +132,6 @@ def _placed(rows: DataFrame, owners: Column | None) -> DataFrame:
 # -1 = unassigned), cnt (array<int>, partitions per rank), rem (members that may still reach q + 1).
 
 
-def _let(value: Column, body) -> Column:
-    """``body(x)`` with ``x`` bound to ``value`` once (Spark does not share repeated
-    subexpressions inside lambdas, so an expensive value is evaluated once this way)."""
-    return F.get(F.transform(F.array(value), body), 0)
-
-
 def _cap(s: Column, i: Column) -> Column:
     """Kafka's ``maxAssignable``: quota left to the member at rank ``i``."""
     return F.greatest(
@@ -170,13 +165,13 @@ def _member_takes(s: Column, i: Column, rack_match: bool) -> Column:
 
     def with_cands(cands: Column) -> Column:
         take = F.least(_cap(s, i), F.size(cands))
-        return _let(F.struct(take.alias("take"), F.get(cands, take - 1).alias("last")), with_take)
+        return let(F.struct(take.alias("take"), F.get(cands, take - 1).alias("last")), with_take)
 
     cap = _cap(s, i)
     cands = F.filter(
         F.sequence(F.lit(0), F.col("P") - 1), lambda pos: (F.get(s["owner"], pos) == -1) & ok(pos)
     )
-    return F.when(cap > 0, _let(cands, with_cands)).otherwise(s)
+    return F.when(cap > 0, let(cands, with_cands)).otherwise(s)
 
 
 def _partition_taken(s: Column, pos: Column) -> Column:
@@ -194,7 +189,7 @@ def _partition_taken(s: Column, pos: Column) -> Column:
     cands = F.filter(
         F.sequence(F.lit(0), F.col("n") - 1), lambda i: (_cap(s, i) > 0) & _matches(i, pos)
     )
-    return _let(F.get(cands, 0), with_member)
+    return let(F.get(cands, 0), with_member)
 
 
 def _owners() -> Column:

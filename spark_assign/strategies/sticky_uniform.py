@@ -64,11 +64,10 @@ group (or finer) and fully ordered.
 
 from __future__ import annotations
 
-import functools
-
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from ..frames import union_all
 from ..inputs import BLOCK_BITS, OWNED_TYPE, partition_bit, partition_block, topic_sizes
 from ..lineage import materialize, shuffle_partitions
 from ..ordering import java_order
@@ -308,16 +307,12 @@ def assign_uniform(
         unassigned.append(u)
 
     # -- 2. the unassigned partitions dealt to the members below their quotas -------------
-    mem = _union(*mems)
-    filled = _deal(mem, _union(*unassigned), use_racks)
+    mem = union_all(mems)
+    filled = _deal(mem, union_all(unassigned), use_racks)
     if cooperative:
         # a partition another member still holds changes owner next round
         filled = filled.where(free_to_take(F.col("holder"), F.col("co_holder"), F.col("m_rank")))
-    return filled.select(_G, "member_id", "topic", "partition").unionByName(_union(*kept))
-
-
-def _union(*dfs: DataFrame) -> DataFrame:
-    return functools.reduce(DataFrame.unionByName, dfs)
+    return filled.select(_G, "member_id", "topic", "partition").unionByName(union_all(kept))
 
 
 def _route(mem0: DataFrame, layout: DataFrame) -> tuple[DataFrame, DataFrame | None]:

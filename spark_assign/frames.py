@@ -1,0 +1,34 @@
+"""Small DataFrame helpers the modules share: the key column names, the union of
+frames, and binding a value once inside a column expression."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+#: the column every input and output is keyed by first
+GROUP = "group_id"
+#: a partition's key columns
+TP = ["topic", "partition"]
+
+
+def union_all(dfs: Sequence[DataFrame]) -> DataFrame:
+    """The rows of ``dfs`` (at least one frame, matched by column name) in one DataFrame.
+
+    >>> union_all([round1, round2])  # doctest: +SKIP
+    """
+    out = dfs[0]
+    for df in dfs[1:]:
+        out = out.unionByName(df)
+    return out
+
+
+def let(value: Column, body: Callable[[Column], Column]) -> Column:
+    """``body(x)`` with ``x`` bound to ``value`` once: Spark does not share repeated
+    subexpressions inside lambdas, so an expensive value is evaluated once this way.
+
+    >>> let(F.col("a") * 2, lambda x: x + x)  # doctest: +SKIP
+    """
+    return F.get(F.transform(F.array(value), body), 0)

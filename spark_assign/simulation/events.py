@@ -1,0 +1,337 @@
+"""Membership events: their contract, their checks, and the steps and rosters of a replay.
+
+**Events** (one row each; columns other than the first four are per kind):
+
+=================== ============================================ ==================================
+column              type                                         used by
+=================== ============================================ ==================================
+group_id            string                                       all
+at                  long (ms) or timestamp                       all
+kind                string: join, leave, crash, subscribe,       all
+                    unsubscribe, partitions_added, lag_change,
+                    config_change
+member_id           string                                       member events
+group_instance_id   string (static membership)                   join
+rack                string                                       join
+topics              array<string>                                join (subscription), subscribe
+                                                                 (added), unsubscribe (removed)
+assignors           array<string> (preference order)             join, config_change
+topic               string                                       partitions_added, lag_change
+partitions          int: the topic's new partition count         partitions_added
+partition           int (null: every partition of the topic)     lag_change
+lag                 long                                         lag_change
+seq                 long, optional: the order of the events      all
+=================== ============================================ ==================================
+
+Semantics (Kafka's classic protocol):
+
+* ``join``: the member joins -> rebalance. A static member (``group_instance_id``)
+  returning within ``session_timeout_ms`` of its leave or crash takes its
+  partitions back with no rebalance (a rebalance only if its subscription or
+  assignors changed).
+* ``leave``: a dynamic member sends LeaveGroup -> rebalance now, its partitions
+  recorded ``revoked``. A static member does not (KIP-345): the group waits for
+  the session timeout, then rebalances.
+* ``crash``: no LeaveGroup: the member stays in the group, its partitions idle,
+  until ``session_timeout_ms`` expires; then a rebalance, the partitions recorded
+  ``lost``.
+* ``subscribe`` / ``unsubscribe`` / ``config_change``: the member rejoins with
+  the new subscription / assignor list -> rebalance.
+* ``partitions_added``: the topic grows to ``partitions`` -> rebalance.
+  ``lag_change``: new lags (no rebalance; lag-aware reads them next time).
+* Delayed resolution (``scheduled_rebalance_max_delay_ms`` > 0, Connect's
+  incremental cooperative rebalancing, Design II): the partitions of a departed
+  member stay unassigned until the delay expires; if it (or a replacement with
+  its ``group_instance_id``) returns in time it gets them back, otherwise the
+  rebalance at the deadline spreads them.
+
+The replay turns the events into **steps**: the k-th distinct event time of every
+group is step k (:func:`steps_of`), with the members of every group at every step
+(:func:`rosters`); :mod:`spark_assign.simulation.replay` runs them.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from ..errors import InvalidEventsError, NoCommonAssignorError, raise_if_rows
+from ..frames import GROUP as _G
+from ..inputs import conform_columns
+from ..protocol import canonical_assignors, disagreements
+
+KINDS = ("join", "leave", "crash", "subscribe", "unsubscribe", "partitions_added", "lag_change", "config_change")
+MEMBER_KINDS = ("join", "leave", "crash", "subscribe", "unsubscribe", "config_change")
+#: synthetic events the replay adds
+SYNTHETIC_KINDS = ("expire", "delay_expire")
+
+EVENT_COLUMNS: dict[str, T.DataType] = {
+    "group_id": T.StringType(),
+    "at": T.LongType(),
+    "kind": T.StringType(),
+    "member_id": T.StringType(),
+    "group_instance_id": T.StringType(),
+    "rack": T.StringType(),
+    "topics": T.ArrayType(T.StringType()),
+    "assignors": T.ArrayType(T.StringType()),
+    "topic": T.StringType(),
+    "partitions": T.IntegerType(),
+    "partition": T.IntegerType(),
+    "lag": T.LongType(),
+    "seq": T.LongType(),
+}
+
+
+def normalize_events(events: DataFrame) -> DataFrame:
+    """Events with every column of the contract, typed; ``at`` in epoch ms."""
+    if "at" in events.columns and isinstance(events.schema["at"].dataType, (T.TimestampType, T.TimestampNTZType)):
+        events = events.withColumn("at", F.unix_millis(F.col("at").cast("timestamp")))
+    return conform_columns(events, EVENT_COLUMNS, ("group_id", "at", "kind"), "events", InvalidEventsError)
+
+
+def ordered(events: DataFrame) -> DataFrame:
+    """Add ``_order`` (per group, 1-based): by ``seq`` when given, else by ``at``
+    then kind and member (a full, data-only order)."""
+    w = Window.partitionBy(_G).orderBy(
+        F.col("seq").asc_nulls_last(), "at", "kind", F.col("member_id").asc_nulls_first(),
+        F.col("topic").asc_nulls_first(), F.col("partition").asc_nulls_first())
+    return events.withColumn("_order", F.row_number().over(w))
+
+
+def validate_events(events: DataFrame, partitions: DataFrame) -> DataFrame:
+    """Check normalized events; raise InvalidEventsError naming the bad events
+    (one Spark job), else return them. Problems: null group/at/kind, an unknown
+    kind, events out of order (``seq`` against ``at``), a member event without
+    member_id, two events of one member at the same time, a join of a member
+    already present (or of a static member whose group.instance.id is in use), a
+    leave/crash/subscribe/unsubscribe/config_change of a member not present,
+    a partitions_added or lag_change without its topic / count / lag.
+    """
+    e = ordered(events)
+    shape = lambda df, problem: df.select(  # noqa: E731
+        F.lit(problem).alias("problem"), _G, "at", "kind", "member_id", "_order")
+    bad = [
+        shape(e.where(F.col(_G).isNull() | F.col("at").isNull() | F.col("kind").isNull()),
+              "null group_id, at or kind"),
+        shape(e.where(~F.col("kind").isin(*KINDS)), f"unknown kind (expected one of {', '.join(KINDS)})"),
+        shape(e.where(F.col("kind").isin(*MEMBER_KINDS) & F.col("member_id").isNull()),
+              "member event without member_id"),
+        shape(e.where((F.col("kind") == "join") & F.col("topics").isNull()), "join without topics"),
+        shape(e.where((F.col("kind") == "partitions_added") & (F.col("topic").isNull() | F.col("partitions").isNull())),
+              "partitions_added needs topic and partitions (the new count)"),
+        shape(e.where((F.col("kind") == "lag_change") & (F.col("topic").isNull() | F.col("lag").isNull() | (F.col("lag") < 0))),
+              "lag_change needs topic and a non-negative lag"),
+    ]
+    w = Window.partitionBy(_G).orderBy("_order")
+    prev_at = F.lag("at").over(w)
+    bad.append(shape(e.withColumn("_prev", prev_at).where(F.col("_prev") > F.col("at")),
+                     "out of order: earlier than the event before it"))
+    mev = e.where(F.col("kind").isin(*MEMBER_KINDS) & F.col("member_id").isNotNull())
+    dup = mev.withColumn("_n", F.count("*").over(Window.partitionBy(_G, "member_id", "at"))).where("_n > 1")
+    bad.append(shape(dup, "two events of one member at the same time"))
+    # presence: +1 join, -1 leave/crash, before each event of the member
+    delta = F.when(F.col("kind") == "join", 1).when(F.col("kind").isin("leave", "crash"), -1).otherwise(0)
+    wm = Window.partitionBy(_G, "member_id").orderBy("_order").rowsBetween(Window.unboundedPreceding, -1)
+    pres = mev.withColumn("_before", F.coalesce(F.sum(delta).over(wm), F.lit(0)))
+    bad.append(shape(pres.where((F.col("kind") == "join") & (F.col("_before") != 0)),
+                     "join of a member already present"))
+    bad.append(shape(pres.where((F.col("kind") != "join") & (F.col("_before") != 1)),
+                     "event for a member not present in the group (unknown member)"))
+    # a static member's group.instance.id used by two present members
+    inst = mev.join(
+        mev.where(F.col("kind") == "join").select(_G, "member_id", F.col("group_instance_id").alias("_iid"))
+        .where(F.col("_iid").isNotNull()).dropDuplicates([_G, "member_id", "_iid"]),
+        [_G, "member_id"])
+    wi = Window.partitionBy(_G, "_iid").orderBy("_order").rowsBetween(Window.unboundedPreceding, -1)
+    ipres = inst.withColumn("_before", F.coalesce(F.sum(delta).over(wi), F.lit(0)))
+    bad.append(shape(ipres.where((F.col("kind") == "join") & (F.col("_before") != 0)),
+                     "join with a group.instance.id already in use"))
+    problems = bad[0]
+    for b in bad[1:]:
+        problems = problems.unionByName(b)
+    raise_if_rows(problems.orderBy(_G, "_order", "problem").withColumnRenamed("_order", "event_number"),
+                  InvalidEventsError, "invalid events")
+    return events
+
+
+# --------------------------------------------------------------------------- preparation
+
+
+def with_config(events: DataFrame, *, strategy, protocol_rule, session_timeout_ms, delay_ms,
+                 group_protocol="classic", heartbeat_ms=5_000) -> DataFrame:
+    """Per-group settings as columns (``what_if`` sets them per variant)."""
+    defaults = {
+        "_strategy": F.lit(strategy).cast("string"),
+        "_rule": F.lit(protocol_rule).cast("string"),
+        "_timeout": F.lit(int(session_timeout_ms)).cast("long"),
+        "_delay": F.lit(int(delay_ms or 0)).cast("long"),
+        "_gp": F.lit(group_protocol).cast("string"),
+        "_hb": F.lit(int(heartbeat_ms)).cast("long"),
+    }
+    for c, v in defaults.items():
+        events = events.withColumn(c, F.coalesce(F.col(c), v) if c in events.columns else v)
+    return events
+
+
+def member_timeline(e: DataFrame) -> DataFrame:
+    """Every member event with the member's state after it: current topics,
+    assignors, instance id, rack, status (present / away / gone) and, for away
+    members, the session-timeout deadline."""
+    me = e.where(F.col("kind").isin(*MEMBER_KINDS))
+    w = Window.partitionBy(_G, "member_id").orderBy("_order").rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    hist = F.collect_list(F.struct("_order", "kind", "topics", "assignors")).over(w)
+    topics = F.aggregate(
+        F.array_sort(hist), F.array().cast("array<string>"),
+        lambda acc, x: F.when(x["kind"] == "join", F.coalesce(x["topics"], F.array().cast("array<string>")))
+        .when(x["kind"] == "subscribe", F.array_union(acc, F.coalesce(x["topics"], F.array().cast("array<string>"))))
+        .when(x["kind"] == "unsubscribe", F.array_except(acc, F.coalesce(x["topics"], F.array().cast("array<string>"))))
+        .otherwise(acc),
+    )
+    assignors = F.aggregate(
+        F.array_sort(hist), F.lit(None).cast("array<string>"),
+        lambda acc, x: F.when(x["kind"].isin("join", "config_change"), x["assignors"]).otherwise(acc),
+    )
+    joined = F.last(F.when(F.col("kind") == "join", F.struct("group_instance_id", "rack")), ignorenulls=True).over(w)
+    t = (
+        me.withColumn("_topics", topics).withColumn("_assignors", assignors).withColumn("_j", joined)
+        .withColumn("_iid", F.col("_j.group_instance_id")).withColumn("_rack", F.col("_j.rack"))
+    )
+    status = (
+        F.when(F.col("kind") == "crash", F.lit("away"))
+        .when((F.col("kind") == "leave") & F.col("_iid").isNotNull(), F.lit("away"))
+        .when(F.col("kind") == "leave", F.lit("gone"))
+        .otherwise(F.lit("present"))
+    )
+    return t.withColumn("_status", status).withColumn(
+        "_deadline", F.when(F.col("_status") == "away", F.col("at") + F.col("_timeout")))
+
+
+def synthetic_events(e: DataFrame, timeline: DataFrame) -> DataFrame:
+    """Session-timeout expiries of away members that do not return in time, and
+    the delayed-resolution deadlines of every departure (delay > 0)."""
+    away = timeline.where(F.col("_status") == "away").select(
+        _G, "member_id", "_iid", F.col("at").alias("_left"), "_deadline", "_order",
+        "_strategy", "_rule", "_timeout", "_delay")
+    joins = timeline.where(F.col("kind") == "join").select(
+        F.col(_G).alias("_jg"), F.col("member_id").alias("_jm"), F.col("_iid").alias("_jiid"),
+        F.col("at").alias("_jat"), F.col("_order").alias("_jorder"))
+    back = (
+        away.join(joins, (F.col(_G) == F.col("_jg")) & (F.col("_jorder") > F.col("_order"))
+                  & ((F.col("_jm") == F.col("member_id")) | (F.col("_jiid") == F.col("_iid"))), "left")
+        .groupBy(_G, "member_id", "_iid", "_left", "_deadline", "_order", "_strategy", "_rule", "_timeout", "_delay")
+        .agg(F.min("_jat").alias("_back"))
+    )
+    expire = back.where(F.col("_back").isNull() | (F.col("_back") >= F.col("_deadline"))).select(
+        _G, F.col("_deadline").alias("at"), F.lit("expire").alias("kind"), "member_id",
+        "_strategy", "_rule", "_timeout", "_delay")
+    departures = (
+        timeline.where(F.col("_status") == "gone").select(_G, "at", "_strategy", "_rule", "_timeout", "_delay")
+        .unionByName(expire.select(_G, "at", "_strategy", "_rule", "_timeout", "_delay"))
+    )
+    delayed = departures.where(F.col("_delay") > 0).select(
+        _G, (F.col("at") + F.col("_delay")).alias("at"), F.lit("delay_expire").alias("kind"),
+        F.lit(None).cast("string").alias("member_id"), "_strategy", "_rule", "_timeout", "_delay")
+    return expire.unionByName(delayed)
+
+
+def steps_of(e: DataFrame, synthetic: DataFrame) -> DataFrame:
+    """One row per group per distinct event time: ``group_id, at, step, kinds,
+    triggers`` (whether the events alone call for a rebalance)."""
+    allev = e.select(_G, "at", "kind", "member_id", "group_instance_id", "topics", "assignors", "_order").unionByName(
+        synthetic.select(_G, "at", "kind", "member_id").withColumn("group_instance_id", F.lit(None).cast("string"))
+        .withColumn("topics", F.lit(None).cast("array<string>")).withColumn("assignors", F.lit(None).cast("array<string>"))
+        .withColumn("_order", F.lit(None).cast("int")),
+        allowMissingColumns=False)
+    # a static member returning within the session timeout with the same
+    # subscription and assignors does not trigger a rebalance
+    joins = (
+        e.where(F.col("kind").isin("join", "leave", "crash"))
+        .withColumn("_iid", F.last("group_instance_id", ignorenulls=True).over(
+            Window.partitionBy(_G, "member_id").orderBy("_order").rowsBetween(Window.unboundedPreceding, 0)))
+    )
+    w_i = Window.partitionBy(_G, "_iid").orderBy("_order")
+    joins = (
+        joins.where(F.col("_iid").isNotNull())
+        .withColumn("_prev_kind", F.lag("kind").over(w_i))
+        .withColumn("_prev_at", F.lag("at").over(w_i))
+        .withColumn("_prev_join", F.last(F.when(F.col("kind") == "join", F.struct("topics", "assignors")), ignorenulls=True)
+                    .over(w_i.rowsBetween(Window.unboundedPreceding, -1)))
+    )
+    quiet = joins.where(
+        (F.col("kind") == "join") & F.col("_prev_kind").isin("leave", "crash")
+        & (F.col("at") - F.col("_prev_at") < F.col("_timeout"))
+        & (F.sort_array("topics") == F.sort_array(F.col("_prev_join.topics")))
+        & F.coalesce(canonical_assignors("assignors") == canonical_assignors(F.col("_prev_join.assignors")), F.lit(True))
+    ).select(_G, "member_id", "at", F.lit(True).alias("_quiet"))
+    flagged = allev.join(quiet, [_G, "member_id", "at"], "left").withColumn(
+        "_trigger",
+        (F.col("kind").isin("join") & F.col("_quiet").isNull())
+        | F.col("kind").isin("subscribe", "unsubscribe", "config_change", "partitions_added", "expire")
+        | ((F.col("kind") == "leave") & F.col("member_id").isNotNull()),
+    )
+    # a static leave does not trigger: find it (the leaving member has an instance id)
+    static_leave = e.where(F.col("kind") == "leave").join(
+        e.where((F.col("kind") == "join") & F.col("group_instance_id").isNotNull()).select(_G, "member_id").distinct(),
+        [_G, "member_id"], "left_semi").select(_G, "member_id", "at", F.lit(True).alias("_static_leave"))
+    flagged = flagged.join(static_leave, [_G, "member_id", "at"], "left").withColumn(
+        "_trigger", F.col("_trigger") & ~((F.col("kind") == "leave") & F.col("_static_leave").isNotNull()))
+    steps = flagged.groupBy(_G, "at").agg(
+        F.array_join(F.array_sort(F.collect_list("kind")), ",").alias("kinds"),
+        F.max(F.col("_trigger").cast("int")).alias("_t"),
+    )
+    return steps.withColumn("step", F.dense_rank().over(Window.partitionBy(_G).orderBy("at")).cast("int")).select(
+        _G, "at", "step", "kinds", (F.col("_t") == 1).alias("triggers"))
+
+
+def rosters(timeline: DataFrame, steps: DataFrame) -> DataFrame:
+    """The members of every group at every step: each member's latest event at
+    or before the step's time, kept while present, or away before its deadline
+    and not replaced by a member with its group.instance.id."""
+    t = timeline.select(
+        _G, "member_id", F.col("at").alias("_eat"), "_order", "kind", "_topics", "_assignors", "_iid", "_rack",
+        "_status", "_deadline")
+    s = steps.select(_G, "at", "step")
+    latest = (
+        s.join(t, _G).where(F.col("_eat") <= F.col("at"))
+        .withColumn("_r", F.row_number().over(Window.partitionBy(_G, "step", "member_id").orderBy(F.col("_order").desc())))
+        .where("_r = 1").drop("_r")
+    )
+    live = latest.where(
+        (F.col("_status") == "present") | ((F.col("_status") == "away") & (F.col("at") < F.col("_deadline"))))
+    present_iids = live.where((F.col("_status") == "present") & F.col("_iid").isNotNull()).select(
+        F.col(_G).alias("_pg"), F.col("step").alias("_ps"), F.col("_iid").alias("_piid"),
+        F.col("member_id").alias("_pm"))
+    replaced = live.where(F.col("_status") == "away").join(
+        present_iids, (F.col(_G) == F.col("_pg")) & (F.col("step") == F.col("_ps"))
+        & (F.col("_iid") == F.col("_piid")) & (F.col("member_id") != F.col("_pm")), "left_semi")
+    roster = live.join(replaced.select(_G, "step", "member_id"), [_G, "step", "member_id"], "left_anti")
+    return roster.select(
+        _G, "step", "member_id", F.col("_iid").alias("group_instance_id"), F.col("_rack").alias("rack"),
+        F.col("_topics").alias("topics"), F.col("_assignors").alias("assignors"), F.col("_status").alias("status"),
+        F.col("kind").alias("last_kind"))
+
+
+def departure_kinds(timeline: DataFrame, steps: DataFrame) -> DataFrame:
+    """``group_id, step, member_id, kind``: 'lost' for members whose last event
+    before the step is a crash, else 'revoked'."""
+    t = timeline.select(_G, "member_id", F.col("at").alias("_eat"), "_order", F.col("kind").alias("_k"))
+    latest = (
+        steps.select(_G, "at", "step").join(t, _G).where(F.col("_eat") <= F.col("at"))
+        .withColumn("_r", F.row_number().over(Window.partitionBy(_G, "step", "member_id").orderBy(F.col("_order").desc())))
+        .where("_r = 1")
+    )
+    return latest.select(_G, "step", "member_id",
+                         F.when(F.col("_k") == "crash", F.lit("lost")).otherwise(F.lit("revoked")).alias("kind"))
+
+
+def check_rosters_agree(rosters: DataFrame, steps: DataFrame) -> None:
+    """NoCommonAssignorError before anything is recorded: at every step of every
+    group, the members present must share an assignor. Groups are reported as
+    ``<group>@step<k>``."""
+    m = rosters.join(steps.select(_G, "step", "at"), [_G, "step"]).select(
+        F.concat(F.col(_G), F.lit(" at "), F.col("at").cast("string"), F.lit(" (step "),
+                 F.col("step").cast("string"), F.lit(")")).alias(_G),
+        "member_id", F.array(F.lit("t")).alias("topics"), "assignors")
+    raise_if_rows(disagreements(m), NoCommonAssignorError,
+                  "no assignor supported by every member of the group (member=[assignors in preference order])")

@@ -1,0 +1,168 @@
+"""What-if: the same events under several strategies and protocols, in one replay,
+and the comparison table of a replay's variants.
+
+>>> what_if(events, parts, [{"name": "eager", "strategy": "range"},
+...                         {"name": "coop", "strategy": "cooperative-sticky"}]).show()  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from ..errors import InvalidOptionError
+from ..frames import GROUP as _G
+from ..lineage import explains_lost_executors
+from .analytics import record_simulation
+from .events import normalize_events
+from .replay import SimulationResult, protocol_of, replay
+
+VARIANT_KEYS = ("name", "strategy", "protocol_rule", "session_timeout_ms", "scheduled_rebalance_max_delay_ms",
+                "group_protocol", "heartbeat_interval_ms")
+
+WHAT_IF_COLUMNS = (
+    "variant", "group_id", "rebalances", "rounds", "partitions_moved", "revoked", "lost",
+    "unassigned_partition_seconds", "max_min_partitions", "max_member_lag", "mean_member_lag",
+)
+
+
+@explains_lost_executors
+def what_if(
+    events: DataFrame,
+    partitions: DataFrame,
+    variants: Iterable[dict],
+    *,
+    session_timeout_ms: int = 45_000,
+    scheduled_rebalance_max_delay_ms: int = 0,
+    protocol_rule: str = "static",
+    lags: DataFrame | None = None,
+    history: Any = None,
+    record_variant: str | None = None,
+    max_rounds: int = 5,
+    validate: bool = True,
+    group_protocol: str | None = None,
+    heartbeat_interval_ms: int = 5_000,
+    **options: Any,
+) -> DataFrame:
+    """The same events under several strategies / protocols, in one replay.
+
+    ``variants``: dicts with ``name`` and any of ``strategy``, ``protocol_rule``,
+    ``session_timeout_ms``, ``scheduled_rebalance_max_delay_ms``, ``group_protocol``,
+    ``heartbeat_interval_ms`` (a migration plan: ``{"name": "kip848", "group_protocol":
+    "consumer"}`` next to the classic variants); ``group_protocol`` and
+    ``heartbeat_interval_ms`` here are the variants' defaults. Each variant
+    runs as groups ``<group_id>@<name>`` in the same distributed steps. Returns
+    one row per variant and group: ``variant, group_id, rebalances, rounds,
+    partitions_moved, revoked, lost, unassigned_partition_seconds`` (partitions
+    unassigned or idle on a crashed/away member, times seconds),
+    ``max_min_partitions`` (worst max-min partitions per member after a
+    rebalance), ``max_member_lag``, ``mean_member_lag`` (at the end).
+
+    ``history``: every variant's generations are recorded, as groups
+    ``<group_id>@<name>``; with ``record_variant``, only that variant's, under the
+    events' own group ids, exactly as :func:`simulate` with the variant's settings
+    records them (a replay and its what-if variants in one replay).
+
+    >>> what_if(events, parts, [{"name": "eager", "strategy": "range"},
+    ...                         {"name": "coop", "strategy": "cooperative-sticky"}]).show()  # doctest: +SKIP
+    """
+    rows = []
+    for v in variants:
+        unknown = sorted(set(v) - set(VARIANT_KEYS))
+        if unknown or "name" not in v:
+            raise InvalidOptionError(
+                f"variant {v!r}: expected a 'name' and keys among {VARIANT_KEYS}, found {unknown}")
+        st = v.get("strategy")
+        gp = protocol_of(st, v.get("group_protocol", group_protocol))
+        st = "uniform" if gp == "consumer" and st is None else st  # the broker's default
+        rows.append((
+            str(v["name"]), st, v.get("protocol_rule", protocol_rule),
+            int(v.get("session_timeout_ms", session_timeout_ms)),
+            int(v.get("scheduled_rebalance_max_delay_ms", scheduled_rebalance_max_delay_ms)),
+            gp, int(v.get("heartbeat_interval_ms", heartbeat_interval_ms)),
+        ))
+    if record_variant is not None and record_variant not in {r[0] for r in rows}:
+        raise InvalidOptionError(f"record_variant {record_variant!r}: expected one of the variants' names "
+                         f"{[r[0] for r in rows]}")
+    vcol = F.explode(F.array(*[
+        F.struct(F.lit(n).alias("variant"), F.lit(st).cast("string").alias("_strategy"), F.lit(ru).alias("_rule"),
+                 F.lit(to).cast("long").alias("_timeout"), F.lit(de).cast("long").alias("_delay"),
+                 F.lit(gp).alias("_gp"), F.lit(hb).cast("long").alias("_hb"))
+        for n, st, ru, to, de, gp, hb in rows])).alias("_v")
+    e = normalize_events(events)
+    cols = [c for c in e.columns if c != _G]
+    ev = e.select("*", vcol).select(  # every event once per variant (a handful)
+        F.concat(F.col(_G), F.lit("@"), F.col("_v.variant")).alias(_G), *cols,
+        "_v._strategy", "_v._rule", "_v._timeout", "_v._delay", "_v._gp", "_v._hb")
+    vlags = None
+    if lags is not None:
+        if _G in lags.columns:
+            vlags = lags.select("*", vcol).select(
+                F.concat(F.col(_G), F.lit("@"), F.col("_v.variant")).alias(_G), "topic", "partition", "lag")
+        else:
+            vlags = lags
+    r, recorded_rows = replay(
+        ev, partitions, strategy=None, protocol_rule=protocol_rule, session_timeout_ms=session_timeout_ms,
+        scheduled_rebalance_max_delay_ms=scheduled_rebalance_max_delay_ms, lags=vlags,
+        keep_rows=history is not None, max_rounds=max_rounds, validate=validate, **options)
+    if history is not None and recorded_rows is not None:
+        tables: tuple[DataFrame, ...] = (recorded_rows, r.generations, r.revocations)
+        if record_variant is not None:
+            suffix = f"@{record_variant}"
+            tables = tuple(
+                df.where(F.col(_G).endswith(suffix))
+                .withColumn(_G, F.expr(f"substring({_G}, 1, length({_G}) - {len(suffix)})"))
+                for df in tables)
+        record_simulation(history, *tables, lags_known=r.lags is not None)
+    return compare(r, lags=vlags)
+
+
+def compare(result: SimulationResult, lags: DataFrame | None = None) -> DataFrame:
+    """The what-if comparison table of a simulation whose groups are named
+    ``<group>@<variant>`` (see :func:`what_if`). Member lags come from ``lags``
+    (``[group_id,] topic, partition, lag``), by default the simulation's final lags."""
+    g = result.generations
+    per = g.groupBy(_G).agg(
+        F.count(F.when(F.col("round") == 1, 1)).alias("rebalances"),
+        F.count("*").alias("rounds"),
+        F.sum("moved").alias("partitions_moved"),
+        F.sum("revoked").alias("revoked"),
+        F.sum("lost").alias("lost"),
+    )
+    w = Window.partitionBy(_G).orderBy("step")
+    st = result.steps.withColumn("_next", F.lead("at").over(w)).withColumn(
+        "_gap", (F.col("unassigned") + F.col("idle")) * (F.coalesce("_next", F.col("at")) - F.col("at")))
+    # partitions left unassigned between the rounds of one step (a consumer group's
+    # hand-over one heartbeat after its epoch; classic rounds take no simulated time)
+    wr = Window.partitionBy(_G, "step").orderBy("round")
+    rg = g.withColumn("_gap", F.col("unassigned") * (
+        F.unix_millis(F.lead("at").over(wr)) - F.unix_millis("at"))).select(_G, "_gap")
+    gap = st.select(_G, "_gap").unionByName(rg).groupBy(_G).agg(
+        (F.coalesce(F.sum("_gap"), F.lit(0)) / 1000.0).cast("double").alias("unassigned_partition_seconds"))
+    a = result.assignment
+    loads = a.groupBy(_G, "member_id").agg(F.count("*").alias("n"))
+    bal = loads.groupBy(_G).agg((F.max("n") - F.min("n")).alias("max_min_partitions"))
+    out = per.join(gap, _G, "full_outer").join(bal, _G, "left")
+    lags = lags if lags is not None else result.lags
+    if lags is not None:
+        keys = [_G, "topic", "partition"] if _G in lags.columns else ["topic", "partition"]
+        ml = a.join(lags.select(*keys, "lag"), keys, "left").groupBy(_G, "member_id").agg(
+            F.sum(F.coalesce("lag", F.lit(0))).alias("ml"))
+        out = out.join(ml.groupBy(_G).agg(F.max("ml").alias("max_member_lag"),
+                                          F.avg("ml").alias("mean_member_lag")), _G, "left")
+    if "max_member_lag" not in out.columns:
+        out = out.withColumn("max_member_lag", F.lit(None).cast("long")).withColumn(
+            "mean_member_lag", F.lit(None).cast("double"))
+    return out.select(
+        F.substring_index(_G, "@", -1).alias("variant"),
+        F.expr("substring(group_id, 1, length(group_id) - length(substring_index(group_id, '@', -1)) - 1)").alias(_G),
+        *[F.coalesce(c, F.lit(0)).cast("long").alias(c) for c in
+          ("rebalances", "rounds", "partitions_moved", "revoked", "lost")],
+        F.coalesce("unassigned_partition_seconds", F.lit(0.0)).alias("unassigned_partition_seconds"),
+        F.coalesce("max_min_partitions", F.lit(0)).cast("long").alias("max_min_partitions"),
+        F.col("max_member_lag").cast("long").alias("max_member_lag"),
+        F.col("mean_member_lag").cast("double").alias("mean_member_lag"),
+    )
