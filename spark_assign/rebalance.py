@@ -42,11 +42,21 @@ from pyspark.sql import functions as F
 
 from .assign import GROUP_PROTOCOLS, assign, strategy_name
 from .errors import AssignmentPropertyError, InvalidOptionError, raise_if_rows
-from .inputs import OWNED_TYPE, ignored_claims, normalize_members, normalize_partitions, validate_inputs
-from .lineage import explains_lost_executors, materialize_state
+from .frames import GROUP as _G
+from .frames import TP as _TP
+from .frames import union_all
+from .inputs import (
+    OWNED_TYPE,
+    ignored_claims,
+    normalize_members,
+    normalize_partitions,
+    subscriptions,
+    validate_inputs,
+)
+from .lineage import explains_lost_executors, materialize, materialize_state
 from .options import strategy_options
 from .owned import resolve_owned
-from .properties import cooperative_violations, subscribed_partitions, validity_violations
+from .properties import cooperative_violations, validity_violations
 from .protocol import (
     CONSUMER,
     COOPERATIVE,
@@ -56,9 +66,6 @@ from .protocol import (
     select_assignor,
 )
 from .reconcile import SERVER_RUN, mark_consumer_groups, reconciliation_round, with_group_protocols
-
-_G = "group_id"
-_TP = ["topic", "partition"]
 
 ASSIGNMENT_ROUND_COLUMNS = ("group_id", "generation", "round", "member_id", "topic", "partition")
 REVOCATION_COLUMNS = ("group_id", "generation", "round", "member_id", "topic", "partition", "kind")
@@ -94,12 +101,13 @@ class RebalanceResult:
 
 
 
-def _owned_rows(members: DataFrame, partitions: DataFrame) -> DataFrame:
+def _owned_rows(members: DataFrame, partitions: DataFrame, *columns: str) -> DataFrame:
+    """One row per distinct owned partition of each member that is in ``partitions``:
+    ``group_id, member_id, *columns, topic, partition`` (``columns``: member columns carried along)."""
     return (
-        members.select(_G, "member_id", F.explode("owned").alias("tp"))
-        .select(_G, "member_id", "tp.topic", "tp.partition")
+        members.select(_G, "member_id", *columns, F.explode(F.array_distinct("owned")).alias("tp"))
+        .select(_G, "member_id", *columns, "tp.topic", "tp.partition")
         .join(partitions.select(*_TP), _TP, "left_semi")
-        .dropDuplicates([_G, "member_id", *_TP])
     )
 
 
@@ -185,19 +193,112 @@ def rebalance(
     run_options = strategy_options(strategy, options)
     if history is not None:
         history.check_writable()  # before any work: a history that cannot take the rounds fails now
+    prep = _prepare(members, partitions, protocol_rule=protocol_rule, strategy=strategy, unavailable=unavailable,
+                    departed=departed, first_generation=first_generation, history=history, validate=validate,
+                    group_protocol=group_protocol)
+    rounds: list[_Round] = []
+    problems: list[DataFrame] = []  # with ``check``
+    state = prep.members  # members of groups still rebalancing, with their current owned/generation
+    targets: dict[str, DataFrame] = {}  # consumer groups: the target of the group epoch, per assignor
+    while True:
+        rnd = len(rounds) + 1
+        state = state.withColumn("_gen", (F.col("_base") + F.lit(rnd)).cast("int"))
+        r = _run_round(prep, state, rnd, rounds[-1].assignment if rounds else None, targets, lags=lags,
+                       run_options=run_options, departed=departed if rnd == 1 else None)
+        rounds.append(r)
+        if check:
+            sm = normalize_members(state)
+            problems.append(validity_violations(r.assignment, sm, prep.partitions).where(F.col("problem") != "unassigned"))
+            coop = state.where(F.col("_gproto").isin(COOPERATIVE, CONSUMER)).select(_G).distinct()
+            problems.append(cooperative_violations(r.assignment.join(coop, _G, "left_semi"),
+                                                   sm.join(coop, _G, "left_semi"), prep.partitions))
+        if history is not None:
+            r.members = state.select(
+                _G, F.col("_gen").alias("generation"), "member_id", "group_instance_id", "rack", "topics",
+                "assignors", F.lower("_gproto").alias("protocol"))
+        pending_groups = r.summary.where("pending > 0").select(_G)
+        done = state.join(pending_groups, _G, "left_anti").select(_G).distinct()
+        r.final = r.assignment.join(done, _G, "left_semi")
+        if rnd >= max_rounds or not r.any_pending:
+            r.final = r.assignment  # groups still pending at the bound keep their last round
+            break
+        state = _next_round_state(state, r.assignment, pending_groups)
+
+    summary = union_all([r.summary for r in rounds])
+    final = union_all([r.final for r in rounds if r.final is not None]).select(_G, "member_id", *_TP)
+    if check:  # each group's final assignment complete, unless still pending at the bound
+        still = summary.where(F.col("round") == len(rounds)).where("pending > 0").select(_G)
+        problems.append(validity_violations(final, normalize_members(prep.members), prep.partitions)
+                        .join(still, _G, "left_anti"))
+        raise_if_rows(union_all(problems), AssignmentPropertyError, "rebalance breaks property checks")
+    assignments = union_all([r.assignment for r in rounds])
+    revocations = union_all([r.revocations for r in rounds])
+    if history is not None:
+        record_rounds(history, assignments, revocations, summary,
+                      ignored=ignored_claims(normalize_members(prep.members), prep.all_partitions), lags=lags,
+                      recorded_at=recorded_at, members=union_all([r.members for r in rounds if r.members is not None]))
+    return RebalanceResult(summary=summary, assignments=assignments, revocations=revocations, final=final,
+                           members=_members_after(prep, final, summary), rounds=len(rounds))
+
+
+@dataclass
+class _Prepared:
+    """A rebalance's inputs, prepared once for all its rounds.
+
+    * ``members``: normalized, with ``protocol`` and the group's ``_rule``, ``assignor``,
+      ``votes``, protocols (``_proto`` the member's, ``_gproto`` the group's), the
+      assignor to run (``_run``) and the generation before the rebalance (``_base``);
+    * ``partitions``: the ones this rebalance hands out; ``all_partitions``: with the
+      ones held out (``unavailable``);
+    * ``runs``: the assignors to run (at most the number of strategies);
+    * ``first_owner``: each partition's owner before the rebalance (``_first``);
+    * ``sizes``: per topic, the partitions ``available`` and ``held_out``;
+    * ``extra_df``: the input's extra columns, by member.
+    """
+
+    members: DataFrame
+    partitions: DataFrame
+    all_partitions: DataFrame
+    runs: list[str]
+    first_owner: DataFrame
+    sizes: DataFrame
+    extra_df: DataFrame | None
+
+
+@dataclass
+class _Round:
+    """One round: its assignment, revocations and summary (``any_pending``: some group
+    still has partitions to hand out); ``final``: the rows of the groups it ends;
+    ``members``: the round's members, to record."""
+
+    assignment: DataFrame
+    revocations: DataFrame
+    summary: DataFrame
+    any_pending: bool
+    final: DataFrame | None = None
+    members: DataFrame | None = None
+
+
+def _prepare(members: DataFrame, partitions: DataFrame, *, protocol_rule: str, strategy: str | None,
+             unavailable: DataFrame | None, departed: DataFrame | None, first_generation: int | None,
+             history: Any, validate: bool, group_protocol: str) -> _Prepared:
+    """Selection, protocols, the owner of each partition before the rebalance and the
+    generation numbering: everything the rounds share (one action: the assignors to run)."""
     m, extra, extra_df = _with_extra(members)
     p = normalize_partitions(partitions)
     if strategy is not None:
         m = m.withColumn("assignors", F.array(F.lit(strategy_name(strategy))))
     # each group's protocol; consumer groups (KIP-848) list the broker's assignor
     m = with_group_protocols(m, extra_df, extra, group_protocol=group_protocol, strategy=strategy)
+    # a small leaf: the selection and protocol plans below reuse it many times. Stored by
+    # the first action that reads it (the validation's), so that a costly lazy input (the
+    # ownership carried from the history) is computed once
+    m = materialize_state(m, eager=False)
     if validate:
         validate_inputs(m, p, common_assignor=True)  # one action for both checks
-    m = materialize_state(m)  # a small leaf: the selection and protocol plans below reuse it many times
     full_p = p
     if unavailable is not None:
         p = p.join(unavailable.select(*_TP), _TP, "left_anti")
-
     # the protocol rule: the argument, or per group from an extra ``protocol_rule`` column
     if "protocol_rule" in extra:
         assert extra_df is not None  # the columns listed in ``extra`` come from it
@@ -221,12 +322,20 @@ def rebalance(
     runs = sorted(r._run for r in m.select("_run").distinct().collect())  # assignor names, not groups
     # the owner before this rebalance (also of a topic it no longer subscribes to): a
     # partition revoked in one round and handed over in the next has moved from it
-    first_owner = resolve_owned(normalize_members(m), full_p, subscribed_only=False).select(  # read once per round
+    first_owner = resolve_owned(normalize_members(m), full_p, subscribed_only=False).select(
         _G, *_TP, F.col("member_id").alias("_first"))
     if departed is not None:  # a departed member's partitions move when someone else gets them
         first_owner = first_owner.unionByName(
             departed.select(_G, *_TP, F.col("member_id").alias("_first"))
             .join(first_owner.select(_G, *_TP), [_G, *_TP], "left_anti"))
+    # per topic: the partitions this rebalance hands out, and the ones held out of it
+    sizes = full_p.groupBy("topic").agg(F.count("*").alias("_all"))
+    if unavailable is not None:
+        sizes = sizes.join(p.groupBy("topic").agg(F.count("*").alias("available")), "topic", "left").select(
+            "topic", F.coalesce("available", F.lit(0)).alias("available"),
+            (F.col("_all") - F.coalesce("available", F.lit(0))).alias("held_out"))
+    else:
+        sizes = sizes.select("topic", F.col("_all").alias("available"), F.lit(0).cast("long").alias("held_out"))
     if first_generation is not None:
         base = m.select(_G).distinct().withColumn("_base", F.lit(int(first_generation) - 1))
     else:
@@ -235,137 +344,110 @@ def rebalance(
             highest = highest.unionByName(history.history().join(m.select(_G).distinct(), _G, "left_semi").select(
                 _G, "generation"))
         base = highest.groupBy(_G).agg((F.coalesce(F.max("generation"), F.lit(0))).alias("_base"))
-    m = m.join(base, _G)
+    # the owners are read by every round's summary: resolved once, stored by the first round's
+    return _Prepared(members=m.join(base, _G), partitions=p, all_partitions=full_p, runs=runs,
+                     first_owner=materialize(first_owner, eager=False), sizes=sizes, extra_df=extra_df)
 
-    summaries, assignment_rounds, revocation_rounds, member_rounds = [], [], [], []
-    problems: list[DataFrame] = []  # with ``check``
-    state = m  # members of groups still rebalancing, with their current owned/generation
-    rnd = 0
-    finals: list[DataFrame] = []
-    targets: dict[str, DataFrame] = {}  # consumer groups: the target of the group epoch, per assignor
-    prev_a = None
-    while True:
-        rnd += 1
-        gen = (F.col("_base") + F.lit(rnd)).cast("int")
-        state = state.withColumn("_gen", gen)
-        owned = _owned_rows(state, full_p).join(
-            state.select(_G, "member_id", "_proto", "_gproto", "_rule", "protocol", "_gen"), [_G, "member_id"]
-        )
-        # the assignment of this round: one distributed call per selected assignor
-        parts = []
-        for name in runs:
-            sm = state.where(F.col("_run") == name).select(*normalize_members(state).columns)
-            if name.startswith(SERVER_RUN):  # KIP-848: the group epoch's target, then its hand-over
-                parts.append(reconciliation_round(name, sm, p, rnd, targets))
-                continue
-            glags = lags.join(sm.select(_G).distinct(), _G, "left_semi") if lags is not None else None
-            parts.append(assign(sm, p, name, lags=glags, validate=False, **run_options.get(name, {})))
-        a = parts[0]
-        for extra_a in parts[1:]:
-            a = a.unionByName(extra_a)
-        round_gens = state.select(_G, "_gen").distinct()  # one row per group
-        a = materialize_state(a.join(round_gens, _G).select(
-            _G, F.col("_gen").alias("generation"), F.lit(rnd).alias("round"), "member_id", *_TP))
-        # revocations: EAGER gives up everything; COOPERATIVE what it no longer gets;
-        # a member that held under COOPERATIVE and now faces an EAGER assignor (dynamic rule) loses
-        is_lost = (F.col("_rule") == "dynamic") & (F.col("protocol") == COOPERATIVE) & (F.col("_gproto") == EAGER)
-        kept = owned.join(a.select(_G, "member_id", *_TP), [_G, "member_id", *_TP], "left_semi")
-        kept_flag = kept.select(_G, "member_id", *_TP, F.lit(True).alias("_kept"))
-        rev = (
-            owned.join(kept_flag, [_G, "member_id", *_TP], "left")
-            .withColumn("kind", F.when(is_lost, F.lit("lost")).when(
-                (F.col("_proto") == EAGER) | F.col("_kept").isNull(), F.lit("revoked")))
-            .where(F.col("kind").isNotNull())
-            .select(_G, F.col("_gen").alias("generation"), F.lit(rnd).alias("round"), "member_id", *_TP, "kind")
-        )
-        if departed is not None and rnd == 1:
-            rev = rev.unionByName(
-                departed.join(round_gens, _G).select(
-                    _G, F.col("_gen").alias("generation"), F.lit(rnd).alias("round"), "member_id", *_TP,
-                    F.coalesce("kind", F.lit("revoked")).alias("kind"))
-            )
-        rev = materialize_state(rev)
-        # pending: subscribed partitions (not held out) left unassigned this round
-        needed = subscribed_partitions(normalize_members(state), p)
-        pend = needed.join(a.select(_G, *_TP), [_G, *_TP], "left_anti").groupBy(_G).agg(F.count("*").alias("pending"))
-        held = (
-            subscribed_partitions(normalize_members(state), full_p).join(p.select(*_TP), _TP, "left_anti")
-            .groupBy(_G).agg(F.count("*").alias("unavailable"))
-        ) if unavailable is not None else None
-        # the owner before this round: before the rebalance in round 1, else the last
-        # round's assignment (the members' owned lists of a follow-up round)
-        if prev_a is None:
-            moved_from = a.join(first_owner, [_G, *_TP], "left").where(F.col("_first") != F.col("member_id"))
-        else:
-            moved_from = (
-                a.join(prev_a.select(_G, *_TP, F.col("member_id").alias("_prev")), [_G, *_TP], "left")
-                .join(first_owner, [_G, *_TP], "left")
-                .where(F.coalesce("_prev", "_first") != F.col("member_id")))
-        moved = moved_from.groupBy(_G).agg(F.count("*").alias("moved"))
-        counts = a.groupBy(_G).agg(F.count("*").alias("assigned"))
-        revc = rev.groupBy(_G).agg(
-            F.count(F.when(F.col("kind") == "revoked", 1)).alias("revoked"),
-            F.count(F.when(F.col("kind") == "lost", 1)).alias("lost"),
-        )
-        groups = state.groupBy(_G, "assignor", "votes", F.col("_gproto").alias("protocol"), "_gen").agg(
-            F.count("*").alias("members"))
-        s = groups.join(counts, _G, "left").join(pend, _G, "left").join(revc, _G, "left").join(moved, _G, "left")
-        s = s.join(held, _G, "left") if held is not None else s.withColumn("unavailable", F.lit(0))
-        s = materialize_state(s.select(
-            _G, F.lit(rnd).alias("round"), F.col("_gen").alias("generation"), "assignor",
-            F.col("votes").cast("long").alias("votes"), "protocol", F.col("members").cast("long").alias("members"),
-            *[F.coalesce(c, F.lit(0)).cast("long").alias(c) for c in
-              ("assigned", "pending", "unavailable", "revoked", "lost", "moved")],
-        ), eager=False)
-        # one action computes and stores the summary and tells whether some group is pending
-        any_pending = bool(s.agg(F.max(F.col("pending") > 0)).first()[0])  # type: ignore[index]  # a global aggregate: one row
-        summaries.append(s)
-        assignment_rounds.append(a)
-        revocation_rounds.append(rev)
-        if check:
-            sm = normalize_members(state)
-            problems.append(validity_violations(a, sm, p).where(F.col("problem") != "unassigned"))
-            coop = state.where(F.col("_gproto").isin(COOPERATIVE, CONSUMER)).select(_G).distinct()
-            problems.append(cooperative_violations(a.join(coop, _G, "left_semi"), sm.join(coop, _G, "left_semi"), p))
-        if history is not None:
-            member_rounds.append(state.select(
-                _G, F.col("_gen").alias("generation"), "member_id", "group_instance_id", "rack", "topics",
-                "assignors", F.lower("_gproto").alias("protocol")))
-        pending_groups = s.where("pending > 0").select(_G)
-        done = state.join(pending_groups, _G, "left_anti").select(_G).distinct()
-        finals.append(a.join(done, _G, "left_semi"))
-        if rnd >= max_rounds or not any_pending:
-            finals[-1] = a  # groups still pending at the bound keep their last round
-            break
-        # next round: pending groups rejoin with owned = this round's assignment
-        prev_a = a
-        new_owned = a.groupBy(_G, "member_id").agg(
-            F.array_sort(F.collect_list(F.struct("topic", F.col("partition").cast("int").alias("partition")))).alias("_o"))
-        state = materialize_state(
-            state.join(pending_groups, _G, "left_semi")
-            .join(new_owned, [_G, "member_id"], "left")
-            .withColumn("owned", F.coalesce("_o", F.array().cast(OWNED_TYPE)).cast(OWNED_TYPE))
-            .withColumn("generation", F.col("_gen"))
-            .withColumn("protocol", F.col("_gproto"))
-            .drop("_o", "_gen")
-        )
 
-    def union(dfs):
-        out = dfs[0]
-        for d in dfs[1:]:
-            out = out.unionByName(d)
-        return out
+def _run_round(prep: _Prepared, state: DataFrame, rnd: int, prev_a: DataFrame | None, targets: dict[str, DataFrame],
+               *, lags: DataFrame | None, run_options: dict[str, dict[str, Any]],
+               departed: DataFrame | None) -> _Round:
+    """Round ``rnd`` over the groups of ``state`` (with ``_gen``, the round's generation):
+    the assignment (one distributed call per assignor to run), the revocations
+    (``departed``: added to them, in the first round) and the summary (one action, which
+    also tells whether some group is still pending)."""
+    p = prep.partitions
+    owned = _owned_rows(state, prep.all_partitions, "_proto", "_gproto", "_rule", "protocol", "_gen")
+    parts = []
+    for name in prep.runs:
+        sm = state.where(F.col("_run") == name).select(*normalize_members(state).columns)
+        if name.startswith(SERVER_RUN):  # KIP-848: the group epoch's target, then its hand-over
+            parts.append(reconciliation_round(name, sm, p, rnd, targets))
+            continue
+        glags = lags.join(sm.select(_G).distinct(), _G, "left_semi") if lags is not None else None
+        parts.append(assign(sm, p, name, lags=glags, validate=False, **run_options.get(name, {})))
+    round_gens = state.select(_G, "_gen").distinct()  # one row per group
+    a = materialize(union_all(parts).join(round_gens, _G).select(
+        _G, F.col("_gen").alias("generation"), F.lit(rnd).alias("round"), "member_id", *_TP))
+    # revocations: EAGER gives up everything; COOPERATIVE what it no longer gets;
+    # a member that held under COOPERATIVE and now faces an EAGER assignor (dynamic rule) loses
+    is_lost = (F.col("_rule") == "dynamic") & (F.col("protocol") == COOPERATIVE) & (F.col("_gproto") == EAGER)
+    kept_flag = a.select(_G, "member_id", *_TP, F.lit(True).alias("_kept"))  # one row per partition
+    rev = (
+        owned.join(kept_flag, [_G, "member_id", *_TP], "left")
+        .withColumn("kind", F.when(is_lost, F.lit("lost")).when(
+            (F.col("_proto") == EAGER) | F.col("_kept").isNull(), F.lit("revoked")))
+        .where(F.col("kind").isNotNull())
+        .select(_G, F.col("_gen").alias("generation"), F.lit(rnd).alias("round"), "member_id", *_TP, "kind")
+    )
+    if departed is not None:
+        rev = rev.unionByName(
+            departed.join(round_gens, _G).select(
+                _G, F.col("_gen").alias("generation"), F.lit(rnd).alias("round"), "member_id", *_TP,
+                F.coalesce("kind", F.lit("revoked")).alias("kind"))
+        )
+    rev = materialize(rev)
+    s = _round_summary(prep, state, a, rev, rnd, prev_a)
+    # one action computes and stores the summary and tells whether some group is pending
+    any_pending = bool(s.agg(F.max(F.col("pending") > 0)).first()[0])  # type: ignore[index]  # a global aggregate: one row
+    return _Round(assignment=a, revocations=rev, summary=s, any_pending=any_pending)
 
-    summary = union(summaries)
-    if check:  # each group's final assignment complete, unless still pending at the bound
-        still = summary.where(F.col("round") == rnd).where("pending > 0").select(_G)
-        problems.append(validity_violations(union(finals), normalize_members(m), p).join(still, _G, "left_anti"))
-        raise_if_rows(union(problems), AssignmentPropertyError, "rebalance breaks property checks")
-    if history is not None:
-        record_rounds(history, union(assignment_rounds), union(revocation_rounds), summary,
-                      ignored=ignored_claims(normalize_members(m), full_p), lags=lags, recorded_at=recorded_at,
-                      members=union(member_rounds))
-    final = union(finals).select(_G, "member_id", *_TP)
+
+def _round_summary(prep: _Prepared, state: DataFrame, a: DataFrame, rev: DataFrame, rnd: int,
+                   prev_a: DataFrame | None) -> DataFrame:
+    """Per group of the round: :data:`SUMMARY_COLUMNS` (stored by the first action that reads it)."""
+    # pending: subscribed partitions (not held out) left unassigned this round. The
+    # assignment holds each partition at most once and only for a subscriber (the
+    # assignors' contract, checked with ``check``), so it is the subscribed count
+    # less the assigned count: per-topic sizes, no join over the partitions
+    topics = subscriptions(normalize_members(state)).select(_G, "topic").distinct()
+    needed = topics.join(prep.sizes, "topic").groupBy(_G).agg(
+        F.sum("available").alias("_needed"), F.sum("held_out").alias("unavailable"))
+    # the owner before this round: before the rebalance in round 1, else the last
+    # round's assignment (the members' owned lists of a follow-up round)
+    if prev_a is None:
+        moved_from = a.join(prep.first_owner, [_G, *_TP], "left").where(F.col("_first") != F.col("member_id"))
+    else:
+        moved_from = (
+            a.join(prev_a.select(_G, *_TP, F.col("member_id").alias("_prev")), [_G, *_TP], "left")
+            .join(prep.first_owner, [_G, *_TP], "left")
+            .where(F.coalesce("_prev", "_first") != F.col("member_id")))
+    moved = moved_from.groupBy(_G).agg(F.count("*").alias("moved"))
+    counts = a.groupBy(_G).agg(F.count("*").alias("assigned"))
+    revc = rev.groupBy(_G).agg(
+        F.count(F.when(F.col("kind") == "revoked", 1)).alias("revoked"),
+        F.count(F.when(F.col("kind") == "lost", 1)).alias("lost"),
+    )
+    groups = state.groupBy(_G, "assignor", "votes", F.col("_gproto").alias("protocol"), "_gen").agg(
+        F.count("*").alias("members"))
+    s = groups.join(counts, _G, "left").join(needed, _G, "left").join(revc, _G, "left").join(moved, _G, "left")
+    s = s.withColumn("pending", F.coalesce("_needed", F.lit(0)) - F.coalesce("assigned", F.lit(0)))
+    return materialize_state(s.select(
+        _G, F.lit(rnd).alias("round"), F.col("_gen").alias("generation"), "assignor",
+        F.col("votes").cast("long").alias("votes"), "protocol", F.col("members").cast("long").alias("members"),
+        *[F.coalesce(c, F.lit(0)).cast("long").alias(c) for c in
+          ("assigned", "pending", "unavailable", "revoked", "lost", "moved")],
+    ), eager=False)
+
+
+def _next_round_state(state: DataFrame, a: DataFrame, pending_groups: DataFrame) -> DataFrame:
+    """The pending groups' members rejoin with ``owned`` = this round's assignment, at
+    this round's generation."""
+    new_owned = a.groupBy(_G, "member_id").agg(
+        F.array_sort(F.collect_list(F.struct("topic", F.col("partition").cast("int").alias("partition")))).alias("_o"))
+    return materialize_state(
+        state.join(pending_groups, _G, "left_semi")
+        .join(new_owned, [_G, "member_id"], "left")
+        .withColumn("owned", F.coalesce("_o", F.array().cast(OWNED_TYPE)).cast(OWNED_TYPE))
+        .withColumn("generation", F.col("_gen"))
+        .withColumn("protocol", F.col("_gproto"))
+        .drop("_o", "_gen")
+    )
+
+
+def _members_after(prep: _Prepared, final: DataFrame, summary: DataFrame) -> DataFrame:
+    """The input members after the rebalance (:attr:`RebalanceResult.members`)."""
+    m = prep.members
     last = summary.groupBy(_G).agg(F.max("generation").alias("_lastgen"))
     fo = final.groupBy(_G, "member_id").agg(
         F.array_sort(F.collect_list(F.struct("topic", F.col("partition").cast("int").alias("partition")))).alias("_o"))
@@ -376,16 +458,9 @@ def rebalance(
         .withColumn("protocol", F.col("_gproto"))
         .select(*normalize_members(m).columns, "protocol")
     )
-    if extra_df is not None:
-        after = after.join(extra_df, [_G, "member_id"], "left")
-    return RebalanceResult(
-        summary=summary,
-        assignments=union(assignment_rounds),
-        revocations=union(revocation_rounds),
-        final=final,
-        members=after,
-        rounds=rnd,
-    )
+    if prep.extra_df is not None:
+        after = after.join(prep.extra_df, [_G, "member_id"], "left")
+    return after
 
 
 def record_rounds(history, assignments: DataFrame, revocations: DataFrame, summary: DataFrame, *,
