@@ -40,7 +40,7 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from .assign import GROUP_PROTOCOLS, assign, strategy_name
+from .assign import GROUP_PROTOCOLS, strategy_name
 from .errors import AssignmentPropertyError, InvalidOptionError, raise_if_rows
 from .frames import GROUP as _G
 from .frames import TP as _TP
@@ -50,7 +50,6 @@ from .inputs import (
     ignored_claims,
     normalize_members,
     normalize_partitions,
-    subscriptions,
     validate_inputs,
 )
 from .lineage import explains_lost_executors, materialize, materialize_state
@@ -65,7 +64,8 @@ from .protocol import (
     protocol_columns,
     select_assignor,
 )
-from .reconcile import SERVER_RUN, mark_consumer_groups, reconciliation_round, with_group_protocols
+from .rebalance_round import Prepared, Round, next_round_state, run_round
+from .reconcile import mark_consumer_groups, with_group_protocols
 
 ASSIGNMENT_ROUND_COLUMNS = ("group_id", "generation", "round", "member_id", "topic", "partition")
 REVOCATION_COLUMNS = ("group_id", "generation", "round", "member_id", "topic", "partition", "kind")
@@ -99,16 +99,6 @@ class RebalanceResult:
     members: DataFrame
     rounds: int
 
-
-
-def _owned_rows(members: DataFrame, partitions: DataFrame, *columns: str) -> DataFrame:
-    """One row per distinct owned partition of each member that is in ``partitions``:
-    ``group_id, member_id, *columns, topic, partition`` (``columns``: member columns carried along)."""
-    return (
-        members.select(_G, "member_id", *columns, F.explode(F.array_distinct("owned")).alias("tp"))
-        .select(_G, "member_id", *columns, "tp.topic", "tp.partition")
-        .join(partitions.select(*_TP), _TP, "left_semi")
-    )
 
 
 def _with_extra(members: DataFrame) -> tuple[DataFrame, list[str], DataFrame | None]:
@@ -196,14 +186,14 @@ def rebalance(
     prep = _prepare(members, partitions, protocol_rule=protocol_rule, strategy=strategy, unavailable=unavailable,
                     departed=departed, first_generation=first_generation, history=history, validate=validate,
                     group_protocol=group_protocol)
-    rounds: list[_Round] = []
+    rounds: list[Round] = []
     problems: list[DataFrame] = []  # with ``check``
     state = prep.members  # members of groups still rebalancing, with their current owned/generation
     targets: dict[str, DataFrame] = {}  # consumer groups: the target of the group epoch, per assignor
     while True:
         rnd = len(rounds) + 1
         state = state.withColumn("_gen", (F.col("_base") + F.lit(rnd)).cast("int"))
-        r = _run_round(prep, state, rnd, rounds[-1].assignment if rounds else None, targets, lags=lags,
+        r = run_round(prep, state, rnd, rounds[-1].assignment if rounds else None, targets, lags=lags,
                        run_options=run_options, departed=departed if rnd == 1 else None)
         rounds.append(r)
         if check:
@@ -222,7 +212,7 @@ def rebalance(
         if rnd >= max_rounds or not r.any_pending:
             r.final = r.assignment  # groups still pending at the bound keep their last round
             break
-        state = _next_round_state(state, r.assignment, pending_groups)
+        state = next_round_state(state, r.assignment, pending_groups)
 
     summary = union_all([r.summary for r in rounds])
     final = union_all([r.final for r in rounds if r.final is not None]).select(_G, "member_id", *_TP)
@@ -241,47 +231,9 @@ def rebalance(
                            members=_members_after(prep, final, summary), rounds=len(rounds))
 
 
-@dataclass
-class _Prepared:
-    """A rebalance's inputs, prepared once for all its rounds.
-
-    * ``members``: normalized, with ``protocol`` and the group's ``_rule``, ``assignor``,
-      ``votes``, protocols (``_proto`` the member's, ``_gproto`` the group's), the
-      assignor to run (``_run``) and the generation before the rebalance (``_base``);
-    * ``partitions``: the ones this rebalance hands out; ``all_partitions``: with the
-      ones held out (``unavailable``);
-    * ``runs``: the assignors to run (at most the number of strategies);
-    * ``first_owner``: each partition's owner before the rebalance (``_first``);
-    * ``sizes``: per topic, the partitions ``available`` and ``held_out``;
-    * ``extra_df``: the input's extra columns, by member.
-    """
-
-    members: DataFrame
-    partitions: DataFrame
-    all_partitions: DataFrame
-    runs: list[str]
-    first_owner: DataFrame
-    sizes: DataFrame
-    extra_df: DataFrame | None
-
-
-@dataclass
-class _Round:
-    """One round: its assignment, revocations and summary (``any_pending``: some group
-    still has partitions to hand out); ``final``: the rows of the groups it ends;
-    ``members``: the round's members, to record."""
-
-    assignment: DataFrame
-    revocations: DataFrame
-    summary: DataFrame
-    any_pending: bool
-    final: DataFrame | None = None
-    members: DataFrame | None = None
-
-
 def _prepare(members: DataFrame, partitions: DataFrame, *, protocol_rule: str, strategy: str | None,
              unavailable: DataFrame | None, departed: DataFrame | None, first_generation: int | None,
-             history: Any, validate: bool, group_protocol: str) -> _Prepared:
+             history: Any, validate: bool, group_protocol: str) -> Prepared:
     """Selection, protocols, the owner of each partition before the rebalance and the
     generation numbering: everything the rounds share (one action: the assignors to run)."""
     m, extra, extra_df = _with_extra(members)
@@ -345,107 +297,11 @@ def _prepare(members: DataFrame, partitions: DataFrame, *, protocol_rule: str, s
                 _G, "generation"))
         base = highest.groupBy(_G).agg((F.coalesce(F.max("generation"), F.lit(0))).alias("_base"))
     # the owners are read by every round's summary: resolved once, stored by the first round's
-    return _Prepared(members=m.join(base, _G), partitions=p, all_partitions=full_p, runs=runs,
+    return Prepared(members=m.join(base, _G), partitions=p, all_partitions=full_p, runs=runs,
                      first_owner=materialize(first_owner, eager=False), sizes=sizes, extra_df=extra_df)
 
 
-def _run_round(prep: _Prepared, state: DataFrame, rnd: int, prev_a: DataFrame | None, targets: dict[str, DataFrame],
-               *, lags: DataFrame | None, run_options: dict[str, dict[str, Any]],
-               departed: DataFrame | None) -> _Round:
-    """Round ``rnd`` over the groups of ``state`` (with ``_gen``, the round's generation):
-    the assignment (one distributed call per assignor to run), the revocations
-    (``departed``: added to them, in the first round) and the summary (one action, which
-    also tells whether some group is still pending)."""
-    p = prep.partitions
-    owned = _owned_rows(state, prep.all_partitions, "_proto", "_gproto", "_rule", "protocol", "_gen")
-    parts = []
-    for name in prep.runs:
-        sm = state.where(F.col("_run") == name).select(*normalize_members(state).columns)
-        if name.startswith(SERVER_RUN):  # KIP-848: the group epoch's target, then its hand-over
-            parts.append(reconciliation_round(name, sm, p, rnd, targets))
-            continue
-        glags = lags.join(sm.select(_G).distinct(), _G, "left_semi") if lags is not None else None
-        parts.append(assign(sm, p, name, lags=glags, validate=False, **run_options.get(name, {})))
-    round_gens = state.select(_G, "_gen").distinct()  # one row per group
-    a = materialize(union_all(parts).join(round_gens, _G).select(
-        _G, F.col("_gen").alias("generation"), F.lit(rnd).alias("round"), "member_id", *_TP))
-    # revocations: EAGER gives up everything; COOPERATIVE what it no longer gets;
-    # a member that held under COOPERATIVE and now faces an EAGER assignor (dynamic rule) loses
-    is_lost = (F.col("_rule") == "dynamic") & (F.col("protocol") == COOPERATIVE) & (F.col("_gproto") == EAGER)
-    kept_flag = a.select(_G, "member_id", *_TP, F.lit(True).alias("_kept"))  # one row per partition
-    rev = (
-        owned.join(kept_flag, [_G, "member_id", *_TP], "left")
-        .withColumn("kind", F.when(is_lost, F.lit("lost")).when(
-            (F.col("_proto") == EAGER) | F.col("_kept").isNull(), F.lit("revoked")))
-        .where(F.col("kind").isNotNull())
-        .select(_G, F.col("_gen").alias("generation"), F.lit(rnd).alias("round"), "member_id", *_TP, "kind")
-    )
-    if departed is not None:
-        rev = rev.unionByName(
-            departed.join(round_gens, _G).select(
-                _G, F.col("_gen").alias("generation"), F.lit(rnd).alias("round"), "member_id", *_TP,
-                F.coalesce("kind", F.lit("revoked")).alias("kind"))
-        )
-    rev = materialize(rev)
-    s = _round_summary(prep, state, a, rev, rnd, prev_a)
-    # one action computes and stores the summary and tells whether some group is pending
-    any_pending = bool(s.agg(F.max(F.col("pending") > 0)).first()[0])  # type: ignore[index]  # a global aggregate: one row
-    return _Round(assignment=a, revocations=rev, summary=s, any_pending=any_pending)
-
-
-def _round_summary(prep: _Prepared, state: DataFrame, a: DataFrame, rev: DataFrame, rnd: int,
-                   prev_a: DataFrame | None) -> DataFrame:
-    """Per group of the round: :data:`SUMMARY_COLUMNS` (stored by the first action that reads it)."""
-    # pending: subscribed partitions (not held out) left unassigned this round. The
-    # assignment holds each partition at most once and only for a subscriber (the
-    # assignors' contract, checked with ``check``), so it is the subscribed count
-    # less the assigned count: per-topic sizes, no join over the partitions
-    topics = subscriptions(normalize_members(state)).select(_G, "topic").distinct()
-    needed = topics.join(prep.sizes, "topic").groupBy(_G).agg(
-        F.sum("available").alias("_needed"), F.sum("held_out").alias("unavailable"))
-    # the owner before this round: before the rebalance in round 1, else the last
-    # round's assignment (the members' owned lists of a follow-up round)
-    if prev_a is None:
-        moved_from = a.join(prep.first_owner, [_G, *_TP], "left").where(F.col("_first") != F.col("member_id"))
-    else:
-        moved_from = (
-            a.join(prev_a.select(_G, *_TP, F.col("member_id").alias("_prev")), [_G, *_TP], "left")
-            .join(prep.first_owner, [_G, *_TP], "left")
-            .where(F.coalesce("_prev", "_first") != F.col("member_id")))
-    moved = moved_from.groupBy(_G).agg(F.count("*").alias("moved"))
-    counts = a.groupBy(_G).agg(F.count("*").alias("assigned"))
-    revc = rev.groupBy(_G).agg(
-        F.count(F.when(F.col("kind") == "revoked", 1)).alias("revoked"),
-        F.count(F.when(F.col("kind") == "lost", 1)).alias("lost"),
-    )
-    groups = state.groupBy(_G, "assignor", "votes", F.col("_gproto").alias("protocol"), "_gen").agg(
-        F.count("*").alias("members"))
-    s = groups.join(counts, _G, "left").join(needed, _G, "left").join(revc, _G, "left").join(moved, _G, "left")
-    s = s.withColumn("pending", F.coalesce("_needed", F.lit(0)) - F.coalesce("assigned", F.lit(0)))
-    return materialize_state(s.select(
-        _G, F.lit(rnd).alias("round"), F.col("_gen").alias("generation"), "assignor",
-        F.col("votes").cast("long").alias("votes"), "protocol", F.col("members").cast("long").alias("members"),
-        *[F.coalesce(c, F.lit(0)).cast("long").alias(c) for c in
-          ("assigned", "pending", "unavailable", "revoked", "lost", "moved")],
-    ), eager=False)
-
-
-def _next_round_state(state: DataFrame, a: DataFrame, pending_groups: DataFrame) -> DataFrame:
-    """The pending groups' members rejoin with ``owned`` = this round's assignment, at
-    this round's generation."""
-    new_owned = a.groupBy(_G, "member_id").agg(
-        F.array_sort(F.collect_list(F.struct("topic", F.col("partition").cast("int").alias("partition")))).alias("_o"))
-    return materialize_state(
-        state.join(pending_groups, _G, "left_semi")
-        .join(new_owned, [_G, "member_id"], "left")
-        .withColumn("owned", F.coalesce("_o", F.array().cast(OWNED_TYPE)).cast(OWNED_TYPE))
-        .withColumn("generation", F.col("_gen"))
-        .withColumn("protocol", F.col("_gproto"))
-        .drop("_o", "_gen")
-    )
-
-
-def _members_after(prep: _Prepared, final: DataFrame, summary: DataFrame) -> DataFrame:
+def _members_after(prep: Prepared, final: DataFrame, summary: DataFrame) -> DataFrame:
     """The input members after the rebalance (:attr:`RebalanceResult.members`)."""
     m = prep.members
     last = summary.groupBy(_G).agg(F.max("generation").alias("_lastgen"))
