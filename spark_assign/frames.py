@@ -32,3 +32,13 @@ def let(value: Column, body: Callable[[Column], Column]) -> Column:
     >>> let(F.col("a") * 2, lambda x: x + x)  # doctest: +SKIP
     """
     return F.get(F.transform(F.array(value), body), 0)
+
+
+def owned_lists(assignment: DataFrame, name: str = "owned") -> DataFrame:
+    """Each member's assigned partitions as an owned list: ``group_id, member_id,
+    <name>`` (``array<struct<topic, partition>>``, sorted), the input contract's ``owned``.
+
+    >>> members.join(owned_lists(assignment, "_o"), ["group_id", "member_id"], "left")  # doctest: +SKIP
+    """
+    return assignment.groupBy(GROUP, "member_id").agg(F.array_sort(F.collect_list(
+        F.struct("topic", F.col("partition").cast("int").alias("partition")))).alias(name))

@@ -44,7 +44,7 @@ from .assign import GROUP_PROTOCOLS, strategy_name
 from .errors import AssignmentPropertyError, InvalidOptionError, raise_if_rows
 from .frames import GROUP as _G
 from .frames import TP as _TP
-from .frames import union_all
+from .frames import owned_lists, union_all
 from .inputs import (
     OWNED_TYPE,
     ignored_claims,
@@ -305,8 +305,7 @@ def _members_after(prep: Prepared, final: DataFrame, summary: DataFrame) -> Data
     """The input members after the rebalance (:attr:`RebalanceResult.members`)."""
     m = prep.members
     last = summary.groupBy(_G).agg(F.max("generation").alias("_lastgen"))
-    fo = final.groupBy(_G, "member_id").agg(
-        F.array_sort(F.collect_list(F.struct("topic", F.col("partition").cast("int").alias("partition")))).alias("_o"))
+    fo = owned_lists(final, "_o")
     after = (
         m.join(fo, [_G, "member_id"], "left").join(last, _G)
         .withColumn("owned", F.coalesce("_o", F.array().cast(OWNED_TYPE)).cast(OWNED_TYPE))

@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 from .assign import assign
 from .frames import GROUP as _G
 from .frames import TP as _TP
-from .frames import union_all
+from .frames import owned_lists, union_all
 from .inputs import OWNED_TYPE, normalize_members, subscriptions
 from .lineage import materialize, materialize_state
 from .protocol import COOPERATIVE, EAGER
@@ -154,8 +154,7 @@ def round_summary(prep: Prepared, state: DataFrame, a: DataFrame, rev: DataFrame
 def next_round_state(state: DataFrame, a: DataFrame, pending_groups: DataFrame) -> DataFrame:
     """The pending groups' members rejoin with ``owned`` = this round's assignment, at
     this round's generation."""
-    new_owned = a.groupBy(_G, "member_id").agg(
-        F.array_sort(F.collect_list(F.struct("topic", F.col("partition").cast("int").alias("partition")))).alias("_o"))
+    new_owned = owned_lists(a, "_o")
     return materialize_state(
         state.join(pending_groups, _G, "left_semi")
         .join(new_owned, [_G, "member_id"], "left")

@@ -21,6 +21,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from ..frames import owned_lists
 from ..inputs import OWNED_TYPE, normalize_members
 from .sticky import sticky_assignment
 
@@ -50,9 +51,7 @@ def next_round_members(members: DataFrame, assignment: DataFrame) -> DataFrame:
     >>> round2 = next_round_members(members, assign(members, parts, "cooperative-sticky"))  # doctest: +SKIP
     """
     m = normalize_members(members)
-    owned = assignment.groupBy(_G, "member_id").agg(
-        F.array_sort(F.collect_list(F.struct("topic", F.col("partition").cast("int").alias("partition")))).alias("_owned")
-    )
+    owned = owned_lists(assignment, "_owned")
     gen = m.groupBy(_G).agg((F.coalesce(F.max("generation"), F.lit(-1)) + 1).cast("int").alias("_gen"))
     out = (
         m.join(owned, [_G, "member_id"], "left")
