@@ -44,19 +44,21 @@ def generation_stats(history, a_rows, r_rows, new, *, revoked_known, lost_known,
                 F.lag("record_id").over(w).alias("_prev_rid"))
         .join(new.select(*g), g, "left_semi")
     )
-    earlier = prev.where(F.col("previous_generation").isNotNull())
+    # the moves are counted from the rows only where the caller did not give them
+    counted = new.where(F.col("partitions_moved").isNull()).select(*g)
+    earlier = prev.where(F.col("previous_generation").isNotNull()).join(F.broadcast(counted), g, "left_semi")
     prev_rows = (
-        history._raw("assignments").join(
+        history._raw("assignments").join(F.broadcast(
             earlier.where(F.col("_prev_rid").isNotNull()).select(
-                "group_id", F.col("previous_generation").alias("generation"), F.col("_prev_rid").alias("record_id")),
+                "group_id", F.col("previous_generation").alias("generation"), F.col("_prev_rid").alias("record_id"))),
             KEY, "left_semi")
-        .unionByName(a_rows.join(earlier.where(F.col("_prev_rid").isNull()).select(
-            "group_id", F.col("previous_generation").alias("generation")), g, "left_semi"))
+        .unionByName(a_rows.join(F.broadcast(earlier.where(F.col("_prev_rid").isNull()).select(
+            "group_id", F.col("previous_generation").alias("generation"))), g, "left_semi"))
         .select("group_id", F.col("generation").alias("previous_generation"), *TP,
                 F.col("member_id").alias("_prev_member"))
     )
     moved = (
-        a_rows.join(prev.select(*g, "previous_generation"), g)
+        a_rows.join(F.broadcast(earlier.select(*g, "previous_generation")), g)
         .join(prev_rows, ["group_id", "previous_generation", *TP])
         .where(F.col("member_id") != F.col("_prev_member"))
         .groupBy(*g).agg(F.count("*").alias("_moved"))
@@ -81,7 +83,8 @@ def generation_stats(history, a_rows, r_rows, new, *, revoked_known, lost_known,
         members.alias("members"),
         F.coalesce("_partitions", zero).cast("long").alias("partitions"),
         F.col("unassigned").cast("long").alias("unassigned"),
-        F.when(F.col("previous_generation").isNotNull(), F.coalesce("_moved", zero)).alias("partitions_moved"),
+        F.when(F.col("previous_generation").isNotNull(), F.coalesce(F.col("partitions_moved").cast("long"), "_moved",
+                                                                    zero)).alias("partitions_moved"),
         least.cast("long").alias("min_partitions"),
         most.cast("long").alias("max_partitions"),
         (most - least).cast("long").alias("max_min"),

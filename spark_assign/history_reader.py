@@ -36,6 +36,17 @@ class HistoryReader:
         raw = self._raw(table)
         return raw.join(gens.select(*KEY), KEY, "left_semi").select(*raw.columns)
 
+    def rows_of(self, table: str, generations: DataFrame) -> DataFrame:
+        """The committed ``table`` rows of ``generations`` (``group_id, generation``: a few
+        rows per group, broadcast), found through their record ids: the table is scanned
+        once and never shuffled, however long the history.
+
+        >>> history.rows_of("assignments", latest_pairs).show()  # doctest: +SKIP
+        """
+        keys = self._raw("generations").select(*KEY).join(generations.select(*PAIR), PAIR, "left_semi")
+        raw = self._raw(table)
+        return raw.join(F.broadcast(keys), KEY, "left_semi").select(*raw.columns)
+
     def _store(self, table: str) -> DeltaStore:
         if table not in self.stores:
             raise HistoryError(f"unknown history table {table!r}: expected one of {sorted(self.stores)}")

@@ -22,7 +22,8 @@ them in their JoinGroup subscription:
 Both results feed :func:`spark_assign.rebalance`::
 
     carried = owned_from_history(members, history)
-    rebalance(carried.members, partitions, departed=carried.departed, history=history)
+    rebalance(carried.members, partitions, departed=carried.departed, history=history,
+              rejoined=carried.rejoined)
 """
 
 from __future__ import annotations
@@ -43,11 +44,14 @@ DEPARTURES = {"leave": "revoked", "crash": "lost"}
 
 class CarriedOwnership(NamedTuple):
     """What :func:`owned_from_history` returns: ``members`` (the input contract, with
-    ``owned``, ``generation`` and ``protocol`` from the history) and ``departed``
-    (``group_id, member_id, topic, partition, kind``)."""
+    ``owned``, ``generation`` and ``protocol`` from the history), ``departed``
+    (``group_id, member_id, topic, partition, kind``) and ``rejoined`` (``group_id,
+    member_id, previous_member_id``: the static members that hold the partitions of
+    their previous member id)."""
 
     members: DataFrame
     departed: DataFrame
+    rejoined: DataFrame
 
 
 def owned_from_history(members: DataFrame, history, *, departed: str = "leave",
@@ -72,9 +76,9 @@ def owned_from_history(members: DataFrame, history, *, departed: str = "leave",
         _G, F.col("_l.generation").alias("_gen"), F.upper("_l.protocol").alias("_proto"))
     latest = latest.join(m.select(_G).distinct(), _G, "left_semi")  # only the input's groups rebalance
     pair = latest.select(_G, F.col("_gen").alias("generation"))
-    rows = history.assignments().join(pair, [_G, "generation"], "left_semi").select(_G, "member_id", *_TP)
+    rows = history.rows_of("assignments", pair).select(_G, "member_id", *_TP)
     # the generation's members: the recorded ones (with their instance ids), and every holder
-    known = history.members().join(pair, [_G, "generation"], "left_semi").select(
+    known = history.rows_of("members", pair).select(
         _G, "member_id", F.col("group_instance_id").alias("_iid"))
     prior = (known.unionByName(rows.select(_G, "member_id", F.lit(None).cast("string").alias("_iid")))
              .groupBy(_G, "member_id").agg(F.max("_iid").alias("_iid")))
@@ -108,4 +112,6 @@ def owned_from_history(members: DataFrame, history, *, departed: str = "leave",
     return CarriedOwnership(
         members=carried,
         departed=gone.select(_G, "member_id", *_TP, F.lit(DEPARTURES[departed]).alias("kind")),
+        rejoined=match.where(F.col("_from") != F.col("member_id")).select(
+            _G, "member_id", F.col("_from").alias("previous_member_id")),
     )

@@ -50,6 +50,7 @@ from .inputs import (
     ignored_claims,
     normalize_members,
     normalize_partitions,
+    subscriptions,
     validate_inputs,
 )
 from .lineage import explains_lost_executors, materialize, materialize_state
@@ -133,6 +134,7 @@ def rebalance(
     check: bool = False,
     validate: bool = True,
     group_protocol: str = "classic",
+    rejoined: DataFrame | None = None,
     **options: Any,
 ) -> RebalanceResult:
     """Rebalance every group in ``members``: selection, protocol, revocations,
@@ -158,6 +160,12 @@ def rebalance(
     a member other than its current holder) and each group's final assignment
     (complete unless still pending at ``max_rounds``); raises
     :class:`~spark_assign.errors.AssignmentPropertyError` naming the rows (one action).
+    ``rejoined`` (``group_id, member_id, previous_member_id``), when given, says the
+    members' owned lists are their group's latest recorded generation in ``history``,
+    each member's under its own member id or, for the static members it lists, under
+    ``previous_member_id`` (as :func:`~spark_assign.ownership.owned_from_history` gives
+    them): the first round's moves since that generation are then known without
+    reading it back when recording.
 
     ``group_protocol="consumer"`` (or a ``group_protocol`` column in ``members``, per
     group) runs KIP-848's reconciliation instead of JoinGroup rounds
@@ -183,9 +191,11 @@ def rebalance(
     run_options = strategy_options(strategy, options)
     if history is not None:
         history.check_writable()  # before any work: a history that cannot take the rounds fails now
+    if departed is not None:  # read by the owners before the rebalance and by round 1: computed once
+        departed = materialize(departed.select(_G, "member_id", *_TP, "kind"), eager=False)
     prep = _prepare(members, partitions, protocol_rule=protocol_rule, strategy=strategy, unavailable=unavailable,
                     departed=departed, first_generation=first_generation, history=history, validate=validate,
-                    group_protocol=group_protocol)
+                    group_protocol=group_protocol, rejoined=rejoined)
     rounds: list[Round] = []
     problems: list[DataFrame] = []  # with ``check``
     state = prep.members  # members of groups still rebalancing, with their current owned/generation
@@ -214,7 +224,8 @@ def rebalance(
             break
         state = next_round_state(state, r.assignment, pending_groups)
 
-    summary = union_all([r.summary for r in rounds])
+    per_round = union_all([r.summary for r in rounds])  # with ``_moved_gen``, for the history
+    summary = per_round.drop("_moved_gen")
     final = union_all([r.final for r in rounds if r.final is not None]).select(_G, "member_id", *_TP)
     if check:  # each group's final assignment complete, unless still pending at the bound
         still = summary.where(F.col("round") == len(rounds)).where("pending > 0").select(_G)
@@ -224,7 +235,7 @@ def rebalance(
     assignments = union_all([r.assignment for r in rounds])
     revocations = union_all([r.revocations for r in rounds])
     if history is not None:
-        record_rounds(history, assignments, revocations, summary,
+        record_rounds(history, assignments, revocations, per_round,
                       ignored=ignored_claims(normalize_members(prep.members), prep.all_partitions), lags=lags,
                       recorded_at=recorded_at, members=union_all([r.members for r in rounds if r.members is not None]))
     return RebalanceResult(summary=summary, assignments=assignments, revocations=revocations, final=final,
@@ -233,7 +244,7 @@ def rebalance(
 
 def _prepare(members: DataFrame, partitions: DataFrame, *, protocol_rule: str, strategy: str | None,
              unavailable: DataFrame | None, departed: DataFrame | None, first_generation: int | None,
-             history: Any, validate: bool, group_protocol: str) -> Prepared:
+             history: Any, validate: bool, group_protocol: str, rejoined: DataFrame | None) -> Prepared:
     """Selection, protocols, the owner of each partition before the rebalance and the
     generation numbering: everything the rounds share (one action: the assignors to run)."""
     m, extra, extra_df = _with_extra(members)
@@ -280,6 +291,10 @@ def _prepare(members: DataFrame, partitions: DataFrame, *, protocol_rule: str, s
         first_owner = first_owner.unionByName(
             departed.select(_G, *_TP, F.col("member_id").alias("_first"))
             .join(first_owner.select(_G, *_TP), [_G, *_TP], "left_anti"))
+    if rejoined is not None:  # the owners are the latest generation's: the member id each held them under there
+        first_owner = first_owner.join(F.broadcast(rejoined.select(
+            _G, F.col("member_id").alias("_first"), F.col("previous_member_id").alias("_first_id"))),
+            [_G, "_first"], "left")
     # per topic: the partitions this rebalance hands out, and the ones held out of it
     sizes = full_p.groupBy("topic").agg(F.count("*").alias("_all"))
     if unavailable is not None:
@@ -288,6 +303,10 @@ def _prepare(members: DataFrame, partitions: DataFrame, *, protocol_rule: str, s
             (F.col("_all") - F.coalesce("available", F.lit(0))).alias("held_out"))
     else:
         sizes = sizes.select("topic", F.col("_all").alias("available"), F.lit(0).cast("long").alias("held_out"))
+    # per group: the subscribed partitions it hands out and holds out (the same in every
+    # round: a pending count is this less the round's assigned count, no join over the partitions)
+    needed = subscriptions(normalize_members(m)).select(_G, "topic").distinct().join(sizes, "topic").groupBy(
+        _G).agg(F.sum("available").alias("_needed"), F.sum("held_out").alias("unavailable"))
     if first_generation is not None:
         base = m.select(_G).distinct().withColumn("_base", F.lit(int(first_generation) - 1))
     else:
@@ -296,9 +315,11 @@ def _prepare(members: DataFrame, partitions: DataFrame, *, protocol_rule: str, s
             highest = highest.unionByName(history.history().join(m.select(_G).distinct(), _G, "left_semi").select(
                 _G, "generation"))
         base = highest.groupBy(_G).agg((F.coalesce(F.max("generation"), F.lit(0))).alias("_base"))
-    # the owners are read by every round's summary: resolved once, stored by the first round's
-    return Prepared(members=m.join(base, _G), partitions=p, all_partitions=full_p, runs=runs,
-                     first_owner=materialize(first_owner, eager=False), sizes=sizes, extra_df=extra_df)
+    # the members with their base generation (read by every round-1 plan), the owners and
+    # the needed counts (read by every round's summary): each computed once, stored by its first reader
+    return Prepared(members=materialize_state(m.join(base, _G), eager=False), partitions=p,
+                    all_partitions=full_p, runs=runs, first_owner=materialize(first_owner, eager=False),
+                    needed=materialize(needed, eager=False), extra_df=extra_df, owned_is_latest=rejoined is not None)
 
 
 def _members_after(prep: Prepared, final: DataFrame, summary: DataFrame) -> DataFrame:
@@ -333,7 +354,8 @@ def record_rounds(history, assignments: DataFrame, revocations: DataFrame, summa
     gens = summary.select(
         _G, "generation", F.col("assignor").alias("strategy"), F.lower("protocol").alias("protocol"), "round",
         F.lit(when).cast("timestamp").alias("recorded_at"), "members",
-        (F.col("pending") + F.col("unavailable")).alias("unassigned"))
+        (F.col("pending") + F.col("unavailable")).alias("unassigned"),
+        (F.col("_moved_gen") if "_moved_gen" in summary.columns else F.lit(None).cast("long")).alias("partitions_moved"))
     if ignored is not None:
         gens = gens.join(ignored.withColumnRenamed("ignored_owned_claims", "_ignored"), _G, "left").withColumn(
             "ignored_owned_claims", F.when(F.col("round") == 1, F.coalesce("_ignored", F.lit(0))).otherwise(0))

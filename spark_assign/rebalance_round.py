@@ -16,7 +16,7 @@ from .assign import assign
 from .frames import GROUP as _G
 from .frames import TP as _TP
 from .frames import owned_lists, union_all
-from .inputs import OWNED_TYPE, normalize_members, subscriptions
+from .inputs import OWNED_TYPE, normalize_members
 from .lineage import materialize, materialize_state
 from .protocol import COOPERATIVE, EAGER
 from .reconcile import SERVER_RUN, reconciliation_round
@@ -33,8 +33,12 @@ class Prepared:
       ones held out (``unavailable``);
     * ``runs``: the assignors to run (at most the number of strategies);
     * ``first_owner``: each partition's owner before the rebalance (``_first``);
-    * ``sizes``: per topic, the partitions ``available`` and ``held_out``;
-    * ``extra_df``: the input's extra columns, by member.
+    * ``needed``: per group, the subscribed partitions it hands out (``_needed``) and the
+      ones held out (``unavailable``);
+    * ``extra_df``: the input's extra columns, by member;
+    * ``owned_is_latest``: the owned lists are the groups' latest recorded generation, so
+      round 1's moves since that generation are its moves since the owners before, by the
+      member id they had there (``first_owner``'s ``_first_id``, where it differs).
     """
 
     members: DataFrame
@@ -42,8 +46,9 @@ class Prepared:
     all_partitions: DataFrame
     runs: list[str]
     first_owner: DataFrame
-    sizes: DataFrame
+    needed: DataFrame
     extra_df: DataFrame | None
+    owned_is_latest: bool = False
 
 
 @dataclass
@@ -116,24 +121,28 @@ def run_round(prep: Prepared, state: DataFrame, rnd: int, prev_a: DataFrame | No
 
 def round_summary(prep: Prepared, state: DataFrame, a: DataFrame, rev: DataFrame, rnd: int,
                    prev_a: DataFrame | None) -> DataFrame:
-    """Per group of the round: :data:`SUMMARY_COLUMNS` (stored by the first action that reads it)."""
+    """Per group of the round: :data:`SUMMARY_COLUMNS` and ``_moved_gen``, the partitions
+    held by another member in the previous generation, where known (stored by the first
+    action that reads it)."""
     # pending: subscribed partitions (not held out) left unassigned this round. The
     # assignment holds each partition at most once and only for a subscriber (the
     # assignors' contract, checked with ``check``), so it is the subscribed count
-    # less the assigned count: per-topic sizes, no join over the partitions
-    topics = subscriptions(normalize_members(state)).select(_G, "topic").distinct()
-    needed = topics.join(prep.sizes, "topic").groupBy(_G).agg(
-        F.sum("available").alias("_needed"), F.sum("held_out").alias("unavailable"))
+    # (prep.needed) less the assigned count
     # the owner before this round: before the rebalance in round 1, else the last
     # round's assignment (the members' owned lists of a follow-up round)
+    # ``_moved_gen``: since the previous generation (the last round's, or in round 1 the
+    # latest recorded when the owned lists are that generation), for the history
     if prev_a is None:
-        moved_from = a.join(prep.first_owner, [_G, *_TP], "left").where(F.col("_first") != F.col("member_id"))
+        since_latest = (F.count(F.when(F.coalesce("_first_id", "_first") != F.col("member_id"), 1))
+                        if prep.owned_is_latest else F.lit(None))
+        moved = a.join(prep.first_owner, [_G, *_TP], "left").groupBy(_G).agg(
+            F.count(F.when(F.col("_first") != F.col("member_id"), 1)).alias("moved"), since_latest.alias("_moved_gen"))
     else:
-        moved_from = (
+        moved = (
             a.join(prev_a.select(_G, *_TP, F.col("member_id").alias("_prev")), [_G, *_TP], "left")
             .join(prep.first_owner, [_G, *_TP], "left")
-            .where(F.coalesce("_prev", "_first") != F.col("member_id")))
-    moved = moved_from.groupBy(_G).agg(F.count("*").alias("moved"))
+            .groupBy(_G).agg(F.count(F.when(F.coalesce("_prev", "_first") != F.col("member_id"), 1)).alias("moved"),
+                             F.count(F.when(F.col("_prev") != F.col("member_id"), 1)).alias("_moved_gen")))
     counts = a.groupBy(_G).agg(F.count("*").alias("assigned"))
     revc = rev.groupBy(_G).agg(
         F.count(F.when(F.col("kind") == "revoked", 1)).alias("revoked"),
@@ -141,13 +150,14 @@ def round_summary(prep: Prepared, state: DataFrame, a: DataFrame, rev: DataFrame
     )
     groups = state.groupBy(_G, "assignor", "votes", F.col("_gproto").alias("protocol"), "_gen").agg(
         F.count("*").alias("members"))
-    s = groups.join(counts, _G, "left").join(needed, _G, "left").join(revc, _G, "left").join(moved, _G, "left")
+    s = groups.join(counts, _G, "left").join(prep.needed, _G, "left").join(revc, _G, "left").join(moved, _G, "left")
     s = s.withColumn("pending", F.coalesce("_needed", F.lit(0)) - F.coalesce("assigned", F.lit(0)))
     return materialize_state(s.select(
         _G, F.lit(rnd).alias("round"), F.col("_gen").alias("generation"), "assignor",
         F.col("votes").cast("long").alias("votes"), "protocol", F.col("members").cast("long").alias("members"),
         *[F.coalesce(c, F.lit(0)).cast("long").alias(c) for c in
           ("assigned", "pending", "unavailable", "revoked", "lost", "moved")],
+        F.col("_moved_gen").cast("long").alias("_moved_gen"),
     ), eager=False)
 
 

@@ -41,10 +41,11 @@ from .properties import subscribed_partitions
 from .storage import is_path, local_path
 
 #: the per-generation columns a writer call gives (one row per recorded generation);
-#: ``members``, ``unassigned`` and ``ignored_owned_claims`` may be null (``members``:
-#: then the members holding a partition)
+#: ``members``, ``unassigned``, ``ignored_owned_claims`` and ``partitions_moved`` may be
+#: null (``members``: then the members holding a partition; ``partitions_moved``: then
+#: counted from the rows against the previous generation)
 GENERATION_META = ("group_id", "generation", "strategy", "protocol", "round", "recorded_at",
-                   "members", "unassigned", "ignored_owned_claims")
+                   "members", "unassigned", "ignored_owned_claims", "partitions_moved")
 
 #: record ids sum per-pair SHA-256 prefixes in ``_RID_CHUNKS`` chunks of 15 hex digits
 #: (60 bits), each sum taken modulo 2**60: order-independent, so Spark computes it in
@@ -184,7 +185,8 @@ def _write(history, assignments, new, revocations, members, rid, n_new, *, revok
     if label:
         meta["strategy"] = label
     common = [F.lit(rid).alias("record_id"), F.col("recorded_at").cast("timestamp").alias("recorded_at")]
-    per_gen = new.select(*PAIR, "strategy", "protocol", "round", "recorded_at")
+    # one row per new generation, small next to the rows: broadcast, so the rows are not shuffled
+    per_gen = F.broadcast(new.select(*PAIR, "strategy", "protocol", "round", "recorded_at"))
 
     def staged(table: str, df: DataFrame):
         """The table's rows of this record id: staged now, or already committed by an
@@ -325,6 +327,7 @@ class HistoryWriter(HistoryReader):
         else:
             meta = meta.withColumn("unassigned", F.lit(None).cast("long")).withColumn(
                 "ignored_owned_claims", F.lit(None).cast("long"))
+        meta = meta.withColumn("partitions_moved", F.lit(None).cast("long"))
 
         if revoked is None and m is not None:
             revoked = owned_revocations(m, a.select("group_id", "member_id", *TP), p)
@@ -364,7 +367,9 @@ class HistoryWriter(HistoryReader):
         optionally ``lag``. ``generations``: one row per generation to record:
         ``group_id, generation, strategy, protocol, round, recorded_at`` and optionally
         ``members`` (counting members without partitions), ``unassigned``,
-        ``ignored_owned_claims``. ``revocations``: ``group_id, generation, member_id,
+        ``ignored_owned_claims``, ``partitions_moved`` (the partitions held by another
+        member in the previous generation, when the caller knows them: null, or absent,
+        counts them from the rows). ``revocations``: ``group_id, generation, member_id,
         topic, partition, kind`` (``revoked`` or ``lost``); when given, the
         generations' ``revoked`` and ``lost`` counts are known (0 without rows).
         ``members``: the members of each generation (:data:`~spark_assign.history_tables.MEMBER_ROW`), for the
@@ -376,7 +381,7 @@ class HistoryWriter(HistoryReader):
         """
         a = assignments if "lag" in assignments.columns else assignments.withColumn("lag", F.lit(None).cast("long"))
         g = generations
-        for c in ("members", "unassigned", "ignored_owned_claims"):
+        for c in ("members", "unassigned", "ignored_owned_claims", "partitions_moved"):
             if c not in g.columns:
                 g = g.withColumn(c, F.lit(None).cast("long"))
         g = g.select(*GENERATION_META)

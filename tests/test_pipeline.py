@@ -173,3 +173,19 @@ def test_successive_runs_carry_ownership_from_the_history(spark, pipeline, tmp_p
     cols = [f.split()[0] for f in RUN_COLUMNS.split(", ")]
     assert_df_equality(actual.select(*cols), spark.createDataFrame(expected, RUN_COLUMNS),
                        ignore_row_order=True, ignore_nullable=True)
+    # each generation's recorded partitions_moved (given by the rebalance when it knows
+    # it, else counted by the writer) equals a recount from the recorded rows
+    h = AssignmentHistory(history, spark)
+    gens = h.history().select("group_id", "generation", "previous_generation", "partitions_moved")
+    a = h.assignments().select("group_id", "generation", "member_id", "topic", "partition")
+    prev = a.select("group_id", F.col("generation").alias("previous_generation"), F.col("member_id").alias("_prev"),
+                    "topic", "partition")
+    recount = (
+        gens.where(F.col("previous_generation").isNotNull()).join(a, ["group_id", "generation"])
+        .join(prev, ["group_id", "previous_generation", "topic", "partition"])
+        .groupBy("group_id", "generation").agg(F.count(F.when(F.col("member_id") != F.col("_prev"), 1)).alias("n")))
+    checked = gens.join(recount, ["group_id", "generation"], "left").select(
+        "group_id", "generation", "partitions_moved",
+        F.when(F.col("previous_generation").isNotNull(), F.coalesce("n", F.lit(0))).alias("n"))
+    assert checked.count() > len(cases)
+    assert checked.where(~F.col("partitions_moved").eqNullSafe(F.col("n"))).collect() == []

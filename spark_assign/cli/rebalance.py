@@ -48,7 +48,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import yaml
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from ..assign import strategy_name
@@ -271,18 +271,19 @@ def run(cfg: dict[str, Any], spark: SparkSession) -> DataFrame:
     history.check_writable()  # before reading it or computing anything
 
     source = owned_source(cfg["owned_from"], members)
-    departed = None
+    departed = rejoined = None
     rebalancing = members
     if source == "history":
         carried = owned_from_history(members, history, departed=cfg["departed"],
                                      before_generation=cfg.get("generation"))
-        rebalancing, departed = carried.members, carried.departed
+        rebalancing, departed, rejoined = carried.members, carried.departed, carried.rejoined
     elif source == "none":
         rebalancing = members.drop(*[c for c in ("owned", "generation", "protocol") if c in members.columns])
     result = rebalance(
         rebalancing, partitions, lags=lags, history=history, protocol_rule=cfg["protocol_rule"],
         strategy=cfg.get("strategy"), max_rounds=int(cfg["max_rounds"]), departed=departed,
-        first_generation=cfg.get("generation"), check=bool(cfg.get("check")), **(cfg.get("options") or {}))
+        first_generation=cfg.get("generation"), check=bool(cfg.get("check")), rejoined=rejoined,
+        **(cfg.get("options") or {}))
     return summarize(history, result.summary, members, partitions, source)
 
 
@@ -310,8 +311,10 @@ def summarize(history: AssignmentHistory, summary: DataFrame, members: DataFrame
 
 
 def print_summary(summary: DataFrame, cfg: dict[str, Any]) -> None:
-    rows = summary.limit(MAX_PRINTED + 1).collect()  # one row per group
-    total = summary.count() if len(rows) > MAX_PRINTED else len(rows)
+    # one action: the first rows, each with the number of groups (one row per group)
+    rows = (summary.withColumn("_groups", F.count("*").over(Window.partitionBy())).orderBy("group_id")
+            .limit(MAX_PRINTED).collect())
+    total = rows[0]["_groups"] if rows else 0
     source = rows[0].owned_from if rows else cfg["owned_from"]
     chosen = cfg["strategy"] or "the members' assignors (Kafka's selection)"
     print(f"rebalanced {total} group(s) with {chosen}, owned partitions from the {source}, "

@@ -1,0 +1,61 @@
+"""Kafka in the loop (issue #16): what a live classic consumer group's members send.
+
+So far: the consumer protocol's member metadata decoded exactly
+(:mod:`spark_assign.kafka.consumer_protocol`), and turned into rows of
+:func:`spark_assign.assign`'s members contract (:func:`member_row`). Pure Python: no
+Kafka client is needed to decode bytes captured elsewhere.
+
+>>> from spark_assign.kafka import decode_subscription, member_row
+>>> sub = decode_subscription(bytes.fromhex("0000" "00000001" "0001" "74" "ffffffff"))
+>>> member_row("orders", "c1", None, sub)["topics"]
+['t']
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .consumer_protocol import (
+    ASSIGNMENT_VERSION,
+    SUBSCRIPTION_VERSION,
+    Assignment,
+    MemberMetadataError,
+    Subscription,
+    decode_assignment,
+    decode_subscription,
+)
+
+__all__ = [
+    "ASSIGNMENT_VERSION",
+    "SUBSCRIPTION_VERSION",
+    "Assignment",
+    "MemberMetadataError",
+    "Subscription",
+    "decode_assignment",
+    "decode_subscription",
+    "member_row",
+]
+
+
+def member_row(group_id: str, member_id: str, group_instance_id: str | None, subscription: Subscription,
+               assignors: list[str] | None = None) -> dict[str, Any]:
+    """One row of the members contract of :func:`spark_assign.assign` from a decoded
+    subscription: ``topics``, ``owned`` (sorted), ``generation`` and ``rack`` as the member sent
+    them; ``assignors``: the member's ``partition.assignment.strategy`` names, when known
+    (the JoinGroup protocols it listed).
+
+    >>> sub = Subscription(2, ("t",), None, (("t", 3), ("t", 1)), 7, None)
+    >>> row = member_row("g", "c1", "i1", sub, ["cooperative-sticky"])
+    >>> row["owned"], row["generation"]
+    ([{'topic': 't', 'partition': 1}, {'topic': 't', 'partition': 3}], 7)
+    """
+    return {
+        "group_id": group_id,
+        "member_id": member_id,
+        "group_instance_id": group_instance_id,
+        "topics": list(subscription.topics),
+        "owned": [{"topic": t, "partition": p} for t, p in sorted(set(subscription.owned_partitions))],
+        "generation": subscription.generation,
+        "rack": subscription.rack,
+        "assignors": list(assignors) if assignors is not None else None,
+    }
