@@ -1,4 +1,4 @@
-"""The jobs as a command line: ``spark-assign rebalance|simulate|report``.
+"""The jobs as a command line: ``spark-assign rebalance|capture|simulate|report``.
 
 ``pip install spark-assign`` puts ``spark-assign`` on the PATH; ``pipelines/*.py`` in a
 checkout run the same code (``spark-submit pipelines/rebalance.py``, a Databricks Python
@@ -6,6 +6,7 @@ task). Every job prints a :class:`~spark_assign.errors.SparkAssignError` as one 
 stderr and exits with code 2; ``spark-assign <job> --help`` lists its flags and config keys.
 
     spark-assign rebalance --config conf/sample.yaml
+    spark-assign capture --bootstrap-servers broker:9092 --history out/history
     spark-assign simulate --config conf/scenario.yaml
     spark-assign report --history out/history --out out/report.html
 """
@@ -19,6 +20,7 @@ from collections.abc import Sequence
 #: job -> (module, one-line description)
 JOBS: dict[str, tuple[str, str]] = {
     "rebalance": ("spark_assign.cli.rebalance", "one full rebalance of every group, recorded in the history"),
+    "capture": ("spark_assign.cli.capture", "live consumer groups from a Kafka cluster into the history's snapshots"),
     "simulate": ("spark_assign.cli.simulate", "replay membership events (and what-if variants), write the report"),
     "report": ("spark_assign.cli.report", "the HTML report of a recorded history"),
 }

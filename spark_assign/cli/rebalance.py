@@ -26,6 +26,11 @@ Runs locally, under spark-submit, or as a Databricks Python task::
         --history out/history --strategy range --generation 5
     spark-submit pipelines/rebalance.py --config conf/sample.yaml
 
+Or the input is a live cluster: ``--bootstrap-servers host:port`` (with ``--groups``)
+captures its groups first (:func:`spark_assign.kafka.capture`, recorded in the
+history's ``snapshots`` table), and ``--snapshot <capture id>`` (or ``latest``) runs on
+a stored capture; either gives members with the owned partitions they hold now.
+
 Inputs may be Delta folders, Parquet, JSON Lines or CSV paths, or catalog table
 names (detected from the name, or set with ``--format``). JSON Lines carry the
 array columns natively; CSV needs a header, array cells separated by ``;``
@@ -64,6 +69,9 @@ from . import failed, one_line
 
 DEFAULTS: dict[str, Any] = {
     "inputs": {"members": None, "partitions": None, "lags": None, "format": None},
+    "snapshot": None,
+    "bootstrap_servers": None,
+    "groups": None,
     "strategy": None,
     "options": {},
     "history": "out/history",
@@ -79,6 +87,9 @@ DEFAULTS: dict[str, Any] = {
 #: what each config key holds (``--help`` lists them)
 CONFIG_KEYS: dict[str, str] = {
     "inputs": "members, partitions, lags (optional): paths or catalog tables; format: delta|parquet|json|csv|table",
+    "snapshot": "a capture id in the history's snapshots table (or latest) to run on, instead of inputs",
+    "bootstrap_servers": "a Kafka cluster to capture the groups from first, instead of inputs",
+    "groups": "the group ids to capture (a list; null: every group the brokers list)",
     "strategy": "assignor for every group (null: Kafka's selection from the members' assignors)",
     "options": "strategy options, e.g. {rack_aware: true} (see spark_assign.options)",
     "history": "history location: a folder or a catalog prefix",
@@ -130,6 +141,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--format", dest="input_format",
                    choices=["delta", "parquet", "json", "csv", "table"],
                    help="format of every input (default: detected from the names)")
+    p.add_argument("--snapshot", help="run on a stored capture: its id, or latest")
+    p.add_argument("--bootstrap-servers", help="capture the groups from this Kafka cluster first (host:port,...)")
+    p.add_argument("--groups", help="with --bootstrap-servers: comma-separated group ids (default: all)")
     p.add_argument("--strategy", help="assignor for every group: range, roundrobin, sticky, cooperative-sticky, "
                    "lag-aware (default: Kafka's selection from the members' assignors)")
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
@@ -175,8 +189,10 @@ def load_config(args: argparse.Namespace) -> dict[str, Any]:
                       ("input_format", "format")):
         if getattr(args, flag):
             cfg["inputs"][key] = getattr(args, flag)
-    for flag in ("strategy", "history", "generation", "owned_from", "departed", "protocol_rule", "max_rounds",
-                 "check", "spark_conf"):
+    if args.groups:
+        cfg["groups"] = [g.strip() for g in args.groups.split(",") if g.strip()]
+    for flag in ("snapshot", "bootstrap_servers", "strategy", "history", "generation", "owned_from", "departed",
+                 "protocol_rule", "max_rounds", "check", "spark_conf"):
         if getattr(args, flag) is not None:
             cfg[flag] = getattr(args, flag)
     for item in args.option:
@@ -189,9 +205,14 @@ def load_config(args: argparse.Namespace) -> dict[str, Any]:
         for key in ("members", "partitions", "lags"):
             cfg["inputs"][key] = _resolve(cfg["inputs"].get(key), base)
         cfg["spark_conf"] = _resolve(cfg.get("spark_conf"), base)
-    if not cfg["inputs"].get("members") or not cfg["inputs"].get("partitions"):
+    live = [k for k in ("snapshot", "bootstrap_servers") if cfg.get(k)]
+    if len(live) > 1 or (live and cfg["inputs"].get("members")):
+        given = live + (["members input"] if cfg["inputs"].get("members") else [])
+        raise InvalidConfigError(f"one source of members: inputs, snapshot or bootstrap_servers; found {given}")
+    if not live and (not cfg["inputs"].get("members") or not cfg["inputs"].get("partitions")):
         raise InvalidConfigError(
-            "members and partitions inputs are required (--members/--partitions or inputs: in --config)")
+            "members and partitions inputs are required (--members/--partitions or inputs: in --config), "
+            "or --snapshot / --bootstrap-servers")
     if cfg["strategy"] is not None:
         cfg["strategy"] = strategy_name(cfg["strategy"])
     for key, choices in (("owned_from", OWNED_FROM), ("departed", tuple(DEPARTURES)),
@@ -260,15 +281,29 @@ def owned_source(setting: str, members: DataFrame) -> str:
     return "input" if {"owned", "generation"} & set(members.columns) else "history"
 
 
-def run(cfg: dict[str, Any], spark: SparkSession) -> DataFrame:
-    """One full rebalance of every group; returns the per-group summary DataFrame."""
+def read_members(cfg: dict[str, Any], spark: SparkSession) -> tuple[DataFrame, DataFrame, DataFrame | None]:
+    """Members, partitions and lags: from the inputs, a stored capture, or a new capture."""
+    if cfg.get("snapshot") or cfg.get("bootstrap_servers"):
+        from ..kafka import capture, load_snapshot
+        from ..lags import LAG_COLUMNS
+
+        if cfg.get("snapshot"):
+            chosen = None if cfg["snapshot"] == "latest" else str(cfg["snapshot"])
+            snap = load_snapshot(spark, cfg["history"], chosen)
+        else:
+            snap = capture(spark, cfg["bootstrap_servers"], cfg.get("groups"), history=cfg["history"])
+        return snap.members, snap.partitions, snap.lags.select(*LAG_COLUMNS)
     inputs = cfg["inputs"]
     fmt = inputs.get("format")
-    members = read_input(spark, inputs["members"], fmt)
-    partitions = read_input(spark, inputs["partitions"], fmt)
     lags = read_input(spark, inputs["lags"], fmt) if inputs.get("lags") else None
+    return read_input(spark, inputs["members"], fmt), read_input(spark, inputs["partitions"], fmt), lags
+
+
+def run(cfg: dict[str, Any], spark: SparkSession) -> DataFrame:
+    """One full rebalance of every group; returns the per-group summary DataFrame."""
     history = AssignmentHistory(cfg["history"], spark)
     history.check_writable()  # before reading it or computing anything
+    members, partitions, lags = read_members(cfg, spark)
 
     source = owned_source(cfg["owned_from"], members)
     departed = rejoined = None

@@ -1,9 +1,18 @@
-"""Kafka in the loop (issue #16): what a live classic consumer group's members send.
+"""Kafka in the loop (issue #16): live consumer groups as spark-assign's inputs.
 
-So far: the consumer protocol's member metadata decoded exactly
-(:mod:`spark_assign.kafka.consumer_protocol`), and turned into rows of
-:func:`spark_assign.assign`'s members contract (:func:`member_row`). Pure Python: no
-Kafka client is needed to decode bytes captured elsewhere.
+* :func:`capture` asks a cluster for its groups' members, partitions and lags
+  (:mod:`spark_assign.kafka.capture`, on kafka-python: ``pip install 'spark-assign[kafka]'``)
+  and returns a :class:`Snapshot`, recorded in the history's ``snapshots`` table;
+  :func:`load_snapshot` reads one back.
+* :class:`~spark_assign.kafka.assignor.SparkAssignAssignor`, a kafka-python partition
+  assignor that records the rebalances it leads into the history's ``rebalances`` table
+  (read by :func:`capture`) and, in plan mode, hands out the assignment recorded for the
+  group's latest generation (``from spark_assign.kafka.assignor import SparkAssignAssignor``;
+  it subclasses kafka-python's assignor, so importing it needs the ``kafka`` extra).
+* The consumer protocol's member metadata decoded exactly
+  (:mod:`spark_assign.kafka.consumer_protocol`), and turned into rows of
+  :func:`spark_assign.assign`'s members contract (:func:`member_row`). Pure Python: no
+  Kafka client is needed to decode bytes captured elsewhere.
 
 >>> from spark_assign.kafka import decode_subscription, member_row
 >>> sub = decode_subscription(bytes.fromhex("0000" "00000001" "0001" "74" "ffffffff"))
@@ -15,6 +24,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .capture import LAG_RULES, capture
+from .client import KafkaAuthenticationError, KafkaUnreachableError
 from .consumer_protocol import (
     ASSIGNMENT_VERSION,
     SUBSCRIPTION_VERSION,
@@ -24,15 +35,23 @@ from .consumer_protocol import (
     decode_assignment,
     decode_subscription,
 )
+from .snapshots import SNAPSHOTS_SCHEMA, Snapshot, load_snapshot
 
 __all__ = [
     "ASSIGNMENT_VERSION",
+    "LAG_RULES",
+    "SNAPSHOTS_SCHEMA",
     "SUBSCRIPTION_VERSION",
     "Assignment",
+    "KafkaAuthenticationError",
+    "KafkaUnreachableError",
     "MemberMetadataError",
+    "Snapshot",
     "Subscription",
+    "capture",
     "decode_assignment",
     "decode_subscription",
+    "load_snapshot",
     "member_row",
 ]
 

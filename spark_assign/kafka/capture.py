@@ -1,0 +1,254 @@
+"""``capture()``: a live cluster's consumer groups as spark-assign's inputs.
+
+One capture asks the cluster, for every group at once: DescribeGroups (members and
+their subscription and assignment bytes), the committed offsets, the topics'
+metadata, the brokers' racks, and the log start and end offsets. Each group is one
+row of the ``snapshots`` table (:mod:`spark_assign.kafka.snapshots`).
+
+Rules, where the broker leaves a choice:
+
+* **owned partitions and generation**: a member's owned partitions are its current
+  assignment (the SyncGroup bytes DescribeGroups returns), at the group's generation;
+  a member with no assignment yet (mid-rebalance) owns what its subscription says
+  (consumer protocol v1+), at the generation it sent (v2+).
+* **the group's generation**: DescribeGroups does not report it. It is one more than
+  the highest generation the members' subscriptions carry (each member sends the
+  generation it last owned partitions at when it joins the current one), null when
+  none carries one (protocol below v2, or a group of new members).
+* **recorded rebalances**: with ``history``, a group whose latest rebalance recorded by
+  :class:`~spark_assign.kafka.assignor.SparkAssignAssignor` (``<history>/rebalances``) has
+  exactly the members DescribeGroups lists takes its members from that record: their
+  subscriptions and racks as the leader saw them, owned partitions as it assigned them,
+  at the generation the coordinator gave it (exact). This is how a broker that returns
+  no member metadata (or a KIP-848-era proxy) still yields a full capture.
+* **assignors**: the assignor the group chose (DescribeGroups gives the chosen one,
+  not each member's list), when it is one spark-assign runs; else null (a custom
+  assignor, or ``spark-assign-plan``: give the rebalance a strategy).
+* **lags**: ``log end - committed``, never below 0 (``lag_rule = 'end - committed'``);
+  for a partition the group has not committed, the consumer's ``auto.offset.reset``
+  decides where it would start: ``latest`` gives 0 (``'no commit, latest: 0'``),
+  ``earliest`` gives ``log end - log start`` (``'no commit, earliest: end - start'``).
+  The lags cover the partitions of the topics the group subscribes to or has committed
+  offsets on.
+* **partitions**: the partitions of those topics; ``racks``: the racks of the brokers
+  holding the partition's replicas (null when no broker has a rack).
+
+Not captured, each with its reason in ``groups.reason``: groups whose coordinator
+returns an error or a ``Dead`` state (a group that vanished), groups of another
+protocol type (Connect), and KIP-848 ``consumer`` groups: kafka-python has no
+ConsumerGroupDescribe request (API 69). Reported per member or topic in
+``problems``, the rest of the capture going on: member metadata that does not follow
+the consumer protocol (a non-Java client) or that the broker returned empty, topics
+missing from the metadata, topics deleted between the metadata and the offsets, and
+committed offsets a group's coordinator would not give.
+
+>>> snap = capture(spark, "broker:9092", ["orders"], security_protocol="SASL_SSL", sasl_mechanism="PLAIN",
+...                sasl_plain_username="ops", sasl_plain_password="...")     # doctest: +SKIP
+>>> assign(snap.members, snap.partitions, "lag-aware", lags=snap.lags)       # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from datetime import datetime, timezone
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from ..assign import strategy_name
+from ..errors import InvalidOptionError, UnknownStrategyError
+from . import client
+from .consumer_protocol import MemberMetadataError, Subscription, decode_assignment, decode_subscription
+from .live_tables import latest_rebalances
+from .snapshots import SNAPSHOTS_SCHEMA, Snapshot
+
+LAG_RULES = {"committed": "end - committed", "latest": "no commit, latest: 0",
+             "earliest": "no commit, earliest: end - start"}
+
+KIP848_REASON = ("a KIP-848 consumer group: kafka-python has no ConsumerGroupDescribe request (API 69), so its "
+                 "members' epochs and assignments are not captured")
+
+
+def capture(spark: SparkSession, bootstrap_servers: str | list[str], groups: Iterable[str] | None = None, *,
+            auto_offset_reset: str = "latest", timeout_s: float = 10.0, capture_id: str | None = None,
+            history: str | None = None, **client_config: Any) -> Snapshot:
+    """Capture ``groups`` (default: every group the brokers list) from the cluster at
+    ``bootstrap_servers``; record the capture in ``<history>/snapshots`` when ``history``
+    is given (idempotent per ``capture_id``, default a new id), where the members also
+    come from the rebalances recorded in it (see the module doc).
+
+    ``client_config``: kafka-python ``KafkaAdminClient`` settings (security, SASL, SSL);
+    an unknown one raises :class:`~spark_assign.errors.InvalidOptionError`. An unreachable
+    cluster raises :class:`~spark_assign.kafka.client.KafkaUnreachableError` after
+    ``timeout_s`` seconds; refused credentials raise
+    :class:`~spark_assign.kafka.client.KafkaAuthenticationError` where kafka-python says so
+    (it may report them as a bootstrap timeout: then the unreachable error names the
+    security settings). See the module doc for the rules.
+
+    >>> snap = capture(spark, "127.0.0.1:9092", ["orders"], history="out/history")  # doctest: +SKIP
+    >>> snap.groups.show()                                                           # doctest: +SKIP
+    """
+    reset = str(auto_offset_reset).strip().lower()
+    if reset not in ("latest", "earliest"):
+        raise InvalidOptionError(f"auto_offset_reset={auto_offset_reset!r}: expected 'latest' or 'earliest'")
+    wanted = None if groups is None else ([groups] if isinstance(groups, str) else list(groups))
+    if wanted is not None and not all(isinstance(g, str) and g for g in wanted):
+        raise InvalidOptionError(f"groups={wanted!r}: expected non-empty group id strings")
+    servers = bootstrap_servers if isinstance(bootstrap_servers, str) else ",".join(bootstrap_servers)
+    captured_at = datetime.now(timezone.utc).replace(tzinfo=None)
+    capture_id = capture_id or f"{captured_at:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
+    admin = client.connect(servers, timeout_s=timeout_s, client_config=client_config)
+    try:
+        records = _capture_groups(admin, wanted, reset, history)
+    finally:
+        admin.close()
+    rows = [(capture_id, captured_at, servers, *record) for record in records]
+    snap = Snapshot(capture_id, captured_at, spark.createDataFrame(rows, SNAPSHOTS_SCHEMA))
+    if history is not None:
+        snap.record(history)
+    return snap
+
+
+class _Group:
+    """One group's capture as it is put together."""
+
+    def __init__(self, group_id: str, group_type: str):
+        self.group_id, self.group_type = group_id, group_type
+        self.state = self.protocol_type = self.protocol = ""
+        self.generation: int | None = None
+        self.captured = False
+        self.reason: str | None = None
+        self.members: list[tuple] = []
+        self.members_described = 0
+        self.topics: set[str] = set()
+        self.committed: dict[tuple[str, int], int] = {}
+        self.offsets_known = True
+        self.partitions: list[tuple] = []
+        self.lags: list[tuple] = []
+        self.problems: list[tuple] = []
+
+    def record(self) -> tuple:
+        return (self.group_id, self.group_type, self.state, self.protocol_type, self.protocol or None,
+                self.generation, self.members_described, self.captured, self.reason, self.members,
+                self.partitions, self.lags, self.problems)
+
+
+def _capture_groups(admin, wanted: list[str] | None, reset: str, history: str | None) -> list[tuple]:
+    try:
+        listed = client.list_groups(admin)
+    except Exception:  # a broker that cannot list groups: their type defaults to classic
+        listed = {}
+    ids = sorted(listed) if wanted is None else list(dict.fromkeys(wanted))
+    described = client.describe_groups(admin, ids) if ids else {}
+    recorded = latest_rebalances(history, ids) if history is not None else {}
+    groups = [_described(_Group(g, listed.get(g, "classic")), described.get(g), recorded.get(g)) for g in ids]
+    live = [g for g in groups if g.captured]
+    committed, failed = client.committed_offsets(admin, [g.group_id for g in live])
+    for g in live:
+        g.committed = committed.get(g.group_id, {})
+        g.topics |= {t for t, _ in g.committed}
+        if g.group_id in failed:
+            g.offsets_known = False
+            g.problems.append((None, None, f"committed offsets not read ({failed[g.group_id]}): lags left out"))
+    known, missing = client.describe_topics(admin, {t for g in live for t in g.topics})
+    racks = client.broker_racks(admin) if known else {}
+    ends, gone = client.log_offsets(admin, {t: [p for p, _ in parts] for t, parts in known.items()})
+    for g in live:
+        _partitions_and_lags(g, known, missing, gone, racks, ends, reset)
+    return [g.record() for g in groups]
+
+
+def _described(g: _Group, d: client.DescribedGroup | None, recorded: dict | None = None) -> _Group:
+    """The group's state, protocol and members from its DescribeGroups answer."""
+    if g.group_type == "consumer":
+        g.reason = KIP848_REASON
+        return g
+    if d is None:
+        g.reason = "its coordinator did not describe it"
+        return g
+    g.state, g.protocol_type, g.protocol = d.state, d.protocol_type, d.protocol
+    g.members_described = len(d.members)
+    if d.error:
+        g.reason = f"DescribeGroups answered {d.error}"
+    elif d.state == "Dead":
+        g.reason = "Dead: the group vanished (deleted, or expired with no members or offsets) during the capture"
+    elif d.protocol_type not in ("consumer", ""):
+        g.reason = f"protocol type {d.protocol_type!r}: not a consumer group"
+    else:
+        g.captured = True
+        if recorded is not None and {m["member_id"] for m in recorded["members"]} == {m.member_id for m in d.members}:
+            _recorded_members(g, recorded)
+        else:
+            if recorded is not None:
+                g.problems.append((None, None, f"the latest recorded rebalance (generation {recorded['generation']}) "
+                                               "has other members than the group now: not used"))
+            _members(g, d)
+    return g
+
+
+def _recorded_members(g: _Group, recorded: dict) -> None:
+    """The members as the leader's assignor recorded them at the group's latest rebalance."""
+    g.generation = recorded["generation"]
+    g.protocol = g.protocol or (recorded["strategy"] if recorded["strategy"] != "plan" else "spark-assign-plan")
+    for m in recorded["members"]:
+        owned = sorted((tp["topic"], tp["partition"]) for tp in m["assigned"])
+        g.topics |= set(m["topics"]) | {t for t, _ in owned}
+        g.members.append((m["member_id"], m["group_instance_id"], m["rack"], list(m["topics"]), owned,
+                          g.generation, _assignors(g.protocol)))
+
+
+def _assignors(protocol: str) -> list[str] | None:
+    """The members' ``assignors``: the group's chosen assignor when spark-assign runs it."""
+    try:
+        return [strategy_name(protocol)] if protocol else None
+    except UnknownStrategyError:
+        return None
+
+
+def _members(g: _Group, d: client.DescribedGroup) -> None:
+    decoded: list[tuple[client.DescribedMember, Subscription]] = []
+    for m in d.members:
+        if not m.metadata:
+            g.problems.append((m.member_id, None, "the broker returned empty subscription metadata: its "
+                                                  "subscription and owned partitions are unknown; left out of members"))
+            continue
+        try:
+            decoded.append((m, decode_subscription(m.metadata, member=m.member_id)))
+        except MemberMetadataError as e:
+            g.problems.append((m.member_id, None, f"{e}; left out of members"))
+    generations = [s.generation for _, s in decoded if s.generation is not None]
+    g.generation = max(generations) + 1 if generations else None
+    for m, sub in decoded:
+        owned, generation = sub.owned_partitions, sub.generation
+        if m.assignment:
+            try:
+                owned, generation = decode_assignment(m.assignment, member=m.member_id).partitions, g.generation
+            except MemberMetadataError as e:
+                g.problems.append((m.member_id, None, f"{e}; owned partitions taken from its subscription"))
+        g.topics |= set(sub.topics) | {t for t, _ in owned}
+        g.members.append((m.member_id, m.group_instance_id, sub.rack, list(sub.topics),
+                          [(t, p) for t, p in sorted(set(owned))], generation, _assignors(g.protocol)))
+
+
+def _partitions_and_lags(g: _Group, known, missing, gone, racks, ends, reset: str) -> None:
+    for topic in sorted(g.topics):
+        if topic in missing:
+            g.problems.append((None, topic, f"not in the cluster's metadata ({missing[topic]}): left out"))
+            continue
+        if topic in gone:
+            g.problems.append((None, topic, f"deleted during the capture: its offsets could not be read "
+                                            f"({gone[topic]}); left out of partitions and lags"))
+            continue
+        for partition, replicas in known[topic]:
+            replica_racks = sorted({r for r in (racks.get(n) for n in replicas) if r is not None})
+            g.partitions.append((topic, partition, replica_racks or None))
+            if not g.offsets_known:
+                continue
+            start, end = ends[(topic, partition)]
+            committed = g.committed.get((topic, partition))
+            if committed is not None:
+                lag, rule = max(end - committed, 0), LAG_RULES["committed"]
+            else:
+                lag, rule = (0 if reset == "latest" else end - start), LAG_RULES[reset]
+            g.lags.append((topic, partition, lag, start, end, committed, rule))

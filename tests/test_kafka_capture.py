@@ -1,0 +1,188 @@
+"""capture() against a real Kafka-compatible broker (tansu) and real kafka-python consumers
+(issue #16): what the capture reports is checked against what the consumers themselves
+report (their member ids, committed offsets, the log offsets they see), and the faults a
+platform team meets (an unreachable address, refused credentials, a topic deleted
+mid-capture, malformed member metadata) are reported by name."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+
+import pytest
+from chispa import assert_df_equality
+from kafka import TopicPartition
+from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, ConsumerProtocolSubscription
+from kafka.structs import OffsetAndMetadata
+from kafka_broker import Broker, ConsumerGroup, free_port
+
+from spark_assign import HistoryError, InvalidOptionError, assign
+from spark_assign.kafka import (
+    LAG_RULES,
+    SNAPSHOTS_SCHEMA,
+    KafkaUnreachableError,
+    Snapshot,
+    capture,
+    load_snapshot,
+)
+from spark_assign.kafka import client as kafka_client
+from spark_assign.kafka.capture import _described, _Group
+
+
+@pytest.fixture(scope="session")
+def broker():
+    b = Broker()
+    yield b
+    b.stop()
+
+
+def _lag(end, start, committed, reset):
+    if committed is not None:
+        return max(end - committed, 0), LAG_RULES["committed"]
+    return (0 if reset == "latest" else end - start), LAG_RULES[reset]
+
+
+@pytest.mark.connect
+def test_capture_reports_what_the_consumers_see(spark, broker, tmp_path):
+    broker.create_topics({"cap-orders": 4, "cap-pay": 2})
+    broker.produce({("cap-orders", 0): 3, ("cap-orders", 1): 1, ("cap-orders", 3): 2,
+                    ("cap-pay", 0): 2, ("cap-pay", 1): 1})
+    commit = {("cap-orders", 0): 1, ("cap-orders", 3): 2, ("cap-pay", 0): 2}
+    history = str(tmp_path / "history")
+    with ConsumerGroup(broker.bootstrap, "cap", ["cap-orders", "cap-pay"], 2) as group:
+        for i, owned in enumerate(group.assignments()):
+            mine = {tp: OffsetAndMetadata(commit[(tp.topic, tp.partition)], None, -1)
+                    for tp in owned if (tp.topic, tp.partition) in commit}
+            if mine:
+                group.call(i, lambda c, mine=mine: c.commit(mine))
+        member_ids = group.member_ids()
+        snap = capture(spark, broker.bootstrap, ["cap", "ghost"], history=history, capture_id="cap-1", timeout_s=5)
+        early = capture(spark, broker.bootstrap, "cap", auto_offset_reset="earliest", timeout_s=5)
+        # what the consumers report: the log offsets and the group's committed offsets
+        tps = [TopicPartition(t, p) for t, n in (("cap-orders", 4), ("cap-pay", 2)) for p in range(n)]
+        ends = group.call(0, lambda c: c.end_offsets(tps))
+        starts = group.call(0, lambda c: c.beginning_offsets(tps))
+        committed = {tp: group.call(0, lambda c, tp=tp: c.committed(tp)) for tp in tps}
+
+    groups = {r.group_id: r.asDict() for r in snap.groups.collect()}
+    assert {g: (r["captured"], r["state"], r["protocol_type"], r["members_described"], r["members"])
+            for g, r in groups.items()} == {"cap": (True, "Stable", "consumer", 2, 0), "ghost": (True, "Empty", "", 0, 0)}
+    assert groups["cap"]["capture_id"] == "cap-1" and isinstance(groups["cap"]["captured_at"], datetime)
+    # tansu returns empty member metadata: every member is reported by its own id
+    problems = snap.problems.collect()
+    assert sorted(p.member_id for p in problems) == sorted(member_ids)
+    assert all(p.group_id == "cap" and "empty subscription metadata" in p.problem for p in problems)
+
+    assert sorted((r.topic, r.partition, r.racks) for r in snap.partitions.collect()) == [
+        (tp.topic, tp.partition, None) for tp in tps]
+    for reset, got in (("latest", snap), ("earliest", early)):
+        expected = spark.createDataFrame(
+            [("cap", tp.topic, tp.partition, *_lag(ends[tp], starts[tp], committed[tp], reset)) for tp in tps],
+            "group_id string, topic string, partition int, lag long, lag_rule string")
+        assert_df_equality(got.lags.select(*expected.columns), expected, ignore_row_order=True, ignore_nullable=True)
+    assert {(r.topic, r.partition): r.lag for r in snap.lags.collect()}[("cap-orders", 0)] == 2  # end 3 - committed 1
+
+    # recorded once per capture id, read back whole
+    assert snap.record(history) is False
+    back = load_snapshot(spark, history)
+    assert back.capture_id == "cap-1"
+    assert_df_equality(back.lags, snap.lags, ignore_row_order=True)
+    assert_df_equality(back.groups, snap.groups, ignore_row_order=True)
+    with pytest.raises(HistoryError, match="found \\['cap-1'\\]"):
+        load_snapshot(spark, history, "cap-2")
+
+
+def test_topic_deleted_mid_capture_is_reported_and_left_out(spark, broker, monkeypatch):
+    broker.create_topics({"del-a": 2, "del-b": 1})
+    broker.produce({("del-a", 0): 2, ("del-b", 0): 1})
+    with ConsumerGroup(broker.bootstrap, "del", ["del-a", "del-b"], 1) as group:
+        group.call(0, lambda c: c.commit({TopicPartition("del-a", 0): OffsetAndMetadata(1, None, -1),
+                                          TopicPartition("del-b", 0): OffsetAndMetadata(1, None, -1)}))
+    real = kafka_client.log_offsets
+
+    def delete_then_read(admin, partitions):  # the topic goes between the metadata and the offsets
+        admin.delete_topics(["del-b"])
+        return real(admin, partitions)
+
+    monkeypatch.setattr(kafka_client, "log_offsets", delete_then_read)
+    snap = capture(spark, broker.bootstrap, ["del"], timeout_s=5)
+    assert [(p.group_id, p.topic) for p in snap.problems.collect()] == [("del", "del-b")]
+    assert "deleted during the capture" in snap.problems.first().problem
+    assert sorted((r.topic, r.partition, r.lag) for r in snap.lags.collect()) == [("del-a", 0, 1), ("del-a", 1, 0)]
+    assert sorted(r.topic for r in snap.partitions.collect()) == ["del-a", "del-a"]
+
+
+def test_unreachable_address_is_named_within_the_timeout(spark):
+    address = f"127.0.0.1:{free_port()}"
+    began = time.monotonic()
+    with pytest.raises(KafkaUnreachableError, match=f"{address} within 2 s"):
+        capture(spark, address, ["g"], timeout_s=2)
+    assert time.monotonic() - began < 15
+
+
+def test_refused_credentials_name_the_address_and_mechanism(spark):
+    secured = Broker("--authentication")
+    try:
+        with pytest.raises(KafkaUnreachableError, match=f"{secured.bootstrap}.*sasl_mechanism=PLAIN"):
+            capture(spark, secured.bootstrap, ["g"], timeout_s=2, security_protocol="SASL_PLAINTEXT",
+                    sasl_mechanism="PLAIN", sasl_plain_username="ops", sasl_plain_password="wrong")
+    finally:
+        secured.stop()
+
+
+def test_options_are_checked_before_connecting(spark):
+    with pytest.raises(InvalidOptionError, match="bogus_setting"):
+        capture(spark, "127.0.0.1:1", ["g"], bogus_setting=1)
+    with pytest.raises(InvalidOptionError, match="auto_offset_reset='none'"):
+        capture(spark, "127.0.0.1:1", ["g"], auto_offset_reset="none")
+
+
+def _subscription(version, topics, owned=(), generation=-1, rack=None):
+    s = ConsumerProtocolSubscription
+    return s(version=version, topics=topics, user_data=None, generation_id=generation, rack_id=rack,
+             owned_partitions=[s.TopicPartition(topic=t, partitions=p) for t, p in owned]).encode()
+
+
+def _assignment(partitions):
+    a = ConsumerProtocolAssignment
+    return a(version=3, user_data=None,
+             assigned_partitions=[a.TopicPartition(topic=t, partitions=p) for t, p in partitions]).encode()
+
+
+def test_member_metadata_from_a_java_style_group_decodes_to_assign_inputs(spark):
+    """DescribeGroups bytes as a Java or kafka-python consumer sends them (tansu returns
+    none): owned partitions from the assignment at the group's generation, from the
+    subscription where there is no assignment yet; malformed metadata reported per member."""
+    member = kafka_client.DescribedMember
+    described = kafka_client.DescribedGroup("orders", None, "Stable", "consumer", "range", (
+        member("c1", "i1", "", "", _subscription(3, ["t"], [("t", [0])], 4, "r1"), _assignment([("t", [0, 1])])),
+        member("c2", None, "", "", _subscription(1, ["t"], [("t", [2])]), b""),
+        member("c3", None, "", "", b"\x00\x03\x00\x00\x00\x05", b""),
+    ))
+    g = _described(_Group("orders", "classic"), described)
+    rows = spark.createDataFrame([("x", datetime(2026, 11, 25), "b:9092", *g.record())], SNAPSHOTS_SCHEMA)
+    snap = Snapshot("x", datetime(2026, 11, 25), rows)
+    expected = spark.createDataFrame(
+        [("orders", "c1", "i1", "r1", ["t"], [("t", 0), ("t", 1)], 5, ["range"]),
+         ("orders", "c2", None, None, ["t"], [("t", 2)], None, ["range"])],
+        "group_id string, member_id string, group_instance_id string, rack string, topics array<string>, "
+        "owned array<struct<topic:string,partition:int>>, generation int, assignors array<string>")
+    assert_df_equality(snap.members.select(*expected.columns), expected, ignore_row_order=True, ignore_nullable=True)
+    assert [(p.member_id, "topics count 5" in p.problem) for p in snap.problems.collect()] == [("c3", True)]
+    assert snap.groups.select("generation", "members_described", "members").first() == (5, 3, 2)
+    # the captured members are assign()'s input as they are
+    parts = spark.createDataFrame([("t", p) for p in range(4)], "topic string, partition int")
+    got = sorted((r.member_id, r.partition) for r in assign(snap.members, parts, "range").collect())
+    assert got == [("c1", 0), ("c1", 1), ("c2", 2), ("c2", 3)]
+
+
+@pytest.mark.parametrize("group_type, state, protocol_type, error, reason", [
+    ("consumer", "Stable", "consumer", None, "a KIP-848 consumer group: kafka-python has no ConsumerGroupDescribe"),
+    ("classic", "Dead", "", None, "Dead: the group vanished"),
+    ("classic", "Stable", "connect", None, "protocol type 'connect': not a consumer group"),
+    ("classic", "", "", "GroupAuthorizationFailedError", "DescribeGroups answered GroupAuthorizationFailedError"),
+])
+def test_groups_not_captured_say_why(group_type, state, protocol_type, error, reason):
+    described = kafka_client.DescribedGroup("g", error, state, protocol_type, "", ())
+    g = _described(_Group("g", group_type), described)
+    assert not g.captured and g.reason.startswith(reason) and g.members == []
