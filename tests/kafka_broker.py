@@ -81,13 +81,22 @@ class Broker:
         self.process.wait(10)
 
 
+def wait_until(done, seconds: float = 60, what: str = "the condition") -> None:
+    deadline = time.monotonic() + seconds
+    while not done():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} did not hold within {seconds} s")
+        time.sleep(0.1)
+
+
 class ConsumerGroup:
     """``members`` kafka-python consumers in ``group_id``, each polling in its own thread
     (a classic group forms only while every member keeps polling). Use as a context:
     on entry it waits until the group has assigned every partition of ``topics``; on
-    exit the consumers stop polling and close (leaving the group).
-    :meth:`call` runs a function on one consumer between its polls. ``assignors``: one
-    partition assignor per consumer (kafka-python's defaults when None)."""
+    exit the consumers stop polling and close (leaving the group). :meth:`leave` closes
+    one consumer before that. :meth:`call` runs a function on one consumer between its
+    polls. ``assignors``: one partition assignor per consumer (kafka-python's defaults
+    when None)."""
 
     def __init__(self, bootstrap: str, group_id: str, topics: list[str], members: int, *, assignors=None,
                  **config):
@@ -98,12 +107,13 @@ class ConsumerGroup:
         own = [{} if assignors is None else {"partition_assignment_strategy": [assignors[i]]} for i in range(members)]
         self.consumers = [KafkaConsumer(*topics, bootstrap_servers=bootstrap, group_id=group_id,
                                         client_id=f"{group_id}-c{i}", **settings, **own[i]) for i in range(members)]
+        self.active = list(range(members))
         self._locks = [threading.Lock() for _ in self.consumers]
-        self._stop = threading.Event()
+        self._stops = [threading.Event() for _ in self.consumers]
         self._threads = [threading.Thread(target=self._poll, args=(i,), daemon=True) for i in range(members)]
 
     def _poll(self, i: int) -> None:
-        while not self._stop.is_set():
+        while not self._stops[i].is_set():
             with self._locks[i]:
                 self.consumers[i].poll(100)
 
@@ -112,28 +122,61 @@ class ConsumerGroup:
             return fn(self.consumers[i])
 
     def member_ids(self) -> list[str]:
-        return [self.call(i, lambda c: c._coordinator._generation.member_id) for i in range(len(self.consumers))]
+        """The active consumers' member ids, in the order of :attr:`active`."""
+        return [self.call(i, lambda c: c._coordinator._generation.member_id) for i in self.active]
 
     def assignments(self) -> list[set]:
-        return [self.call(i, lambda c: set(c.assignment())) for i in range(len(self.consumers))]
+        """The active consumers' assignments, in the order of :attr:`active`."""
+        return [self.call(i, lambda c: set(c.assignment())) for i in self.active]
+
+    def partitions(self) -> int:
+        return sum(len(self.consumers[0].partitions_for_topic(t) or ()) for t in self.topics)
+
+    def settled(self, partitions: int | None = None) -> bool:
+        """True when every active consumer owns something and together they own
+        ``partitions`` (default: every partition of the topics)."""
+        owned = self.assignments()
+        return all(owned) and sum(len(a) for a in owned) == (self.partitions() if partitions is None else partitions)
+
+    def leave(self, i: int) -> None:
+        """Consumer ``i`` stops polling and closes: it leaves the group."""
+        self._stops[i].set()
+        self._threads[i].join(10)
+        self.consumers[i].close()
+        self.active.remove(i)
 
     def __enter__(self) -> ConsumerGroup:
         for t in self._threads:
             t.start()
-        expected = sum(len(self.consumers[0].partitions_for_topic(t) or ()) for t in self.topics)
-        deadline = time.monotonic() + 60
-        while True:
-            owned = self.assignments()
-            if all(owned) and sum(len(a) for a in owned) == expected:
-                return self
-            if time.monotonic() > deadline:
-                self.__exit__()
-                raise RuntimeError(f"group {self.group_id} did not assign its {expected} partitions within 60 s")
-            time.sleep(0.1)
+        try:
+            wait_until(self.settled, 60, f"group {self.group_id} assigning every partition")
+        except AssertionError:
+            self.__exit__()
+            raise
+        return self
 
     def __exit__(self, *exc) -> None:
-        self._stop.set()
-        for t in self._threads:
-            t.join(10)
-        for c in self.consumers:
-            c.close()
+        for i in list(self.active):
+            self.leave(i)
+
+
+#: a consumer in its own process, to be killed (a crash: no LeaveGroup, no more heartbeats)
+_CRASHER = """
+import sys
+from kafka import KafkaConsumer
+from spark_assign.kafka.assignor import SparkAssignAssignor
+bootstrap, group_id, history, strategy, *topics = sys.argv[1:]
+c = KafkaConsumer(*topics, bootstrap_servers=bootstrap, group_id=group_id, enable_auto_commit=False,
+                  heartbeat_interval_ms=100, session_timeout_ms=6000, max_poll_interval_ms=5000,
+                  partition_assignment_strategy=[SparkAssignAssignor(group_id, history, strategy=strategy)])
+while True:
+    c.poll(100)
+"""
+
+
+def consumer_process(bootstrap: str, group_id: str, topics: list[str], history: str, strategy: str):
+    """A kafka-python consumer with spark-assign's assignor in a process of its own."""
+    import sys
+
+    return subprocess.Popen([sys.executable, "-c", _CRASHER, bootstrap, group_id, history, strategy, *topics],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from kafka_broker import Broker, ConsumerGroup
+from kafka_broker import Broker, ConsumerGroup, consumer_process, wait_until
 
 from spark_assign import AssignmentHistory, assign
 from spark_assign.kafka import capture
@@ -98,6 +98,42 @@ def test_consumers_follow_a_recorded_lag_aware_plan_cooperatively(spark, broker,
                 assert holder.get((tp["topic"], tp["partition"]), m["member_id"]) == m["member_id"], (r, tp)
 
 
+def test_capture_follows_members_joining_crashing_and_leaving(spark, broker, tmp_path):
+    """Join (a consumer in its own process), crash (that process killed: no LeaveGroup) and
+    leave (a consumer closed): each capture's membership is the broker's, and its members
+    and owned partitions are what the consumers report."""
+    history = str(tmp_path / "history")
+    broker.create_topics({"churn-t": 6})
+
+    def captured():
+        snap = capture(spark, broker.bootstrap, ["churn"], history=history, timeout_s=5)
+        g = snap.groups.first()
+        return g.members_described, {(r.member_id, tp.topic, tp.partition) for r in snap.members.collect()
+                                     for tp in r.owned}
+
+    def recorded_members():
+        found = latest_rebalances(history, ["churn"]).get("churn")
+        return None if found is None else len(found["members"])
+
+    assignors = [SparkAssignAssignor("churn", history, strategy="range") for _ in range(2)]
+    with ConsumerGroup(broker.bootstrap, "churn", ["churn-t"], 2, assignors=assignors) as group:
+        crasher = consumer_process(broker.bootstrap, "churn", ["churn-t"], history, "range")
+        try:
+            wait_until(lambda: group.settled(4) and recorded_members() == 3, 60, "the third consumer joining")
+            described, owned = captured()
+            assert described == 3 and len(owned) == 6
+            assert _live(group) < owned
+        finally:
+            crasher.kill()
+            crasher.wait(10)
+        # killed: the broker keeps the member until its session times out, then the group rebalances
+        wait_until(lambda: group.settled() and recorded_members() == 2, 60, "the group dropping the crashed member")
+        assert captured() == (2, _live(group))
+        group.leave(1)
+        wait_until(lambda: group.settled() and recorded_members() == 1, 60, "the group after a member left")
+        assert captured() == (1, _live(group))
+
+
 def test_a_failed_record_never_blocks_the_rebalance(broker, tmp_path):
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("a file where the history should be")
@@ -109,9 +145,10 @@ def test_a_failed_record_never_blocks_the_rebalance(broker, tmp_path):
     assert assignor.records_written == 0 and assignor.records_failed >= 1 and assignor.last_error
 
 
-def test_capture_job_then_rebalance_job_on_the_snapshot(spark, broker, tmp_path, capsys):
+def test_capture_job_then_rebalance_jobs_on_the_snapshot_and_the_cluster(spark, broker, tmp_path, capsys):
     from spark_assign.cli import capture as capture_job
     from spark_assign.cli import rebalance as rebalance_job
+    from spark_assign.kafka.snapshots import snapshot_store
 
     history = str(tmp_path / "history")
     broker.create_topics({"jobs-t": 4})
@@ -124,15 +161,19 @@ def test_capture_job_then_rebalance_job_on_the_snapshot(spark, broker, tmp_path,
                 "--capture-id", "nightly-1", "--timeout", "5"]
         assert capture_job.main(argv) == 0
         assert capture_job.main(argv) == 0  # the same capture id again: recorded once
-    assert f"captured 1 of 1 group(s) from {broker.bootstrap} as nightly-1" in capsys.readouterr().out
-    from spark_assign.kafka.snapshots import snapshot_store
-
-    assert snapshot_store(spark, history).read().count() == 1
-    assert rebalance_job.main(["--snapshot", "nightly-1", "--history", history, "--strategy", "range"]) == 0
-    out = capsys.readouterr().out
-    assert "rebalanced 1 group(s) with range, owned partitions from the input" in out
+        assert f"captured 1 of 1 group(s) from {broker.bootstrap} as nightly-1" in capsys.readouterr().out
+        assert snapshot_store(spark, history).read().count() == 1
+        # on the stored capture, then straight from the cluster (a new capture, recorded too)
+        assert rebalance_job.main(["--snapshot", "nightly-1", "--history", history, "--strategy", "range"]) == 0
+        assert "rebalanced 1 group(s) with range, owned partitions from the input" in capsys.readouterr().out
+        assert rebalance_job.main(["--bootstrap-servers", broker.bootstrap, "--groups", "jobs",
+                                   "--history", history]) == 0
+        assert "rebalanced 1 group(s) with the members' assignors" in capsys.readouterr().out
+    assert snapshot_store(spark, history).read().count() == 2
     recorded = AssignmentHistory(history, spark)
-    gen = recorded.history().where("group_id = 'jobs'").collect()
-    # range is EAGER: the members give up all 4 owned partitions, then get the same ones back
-    assert [(g.generation, g.members, g.partitions, g.revoked) for g in gen] == [(live_generation + 1, 2, 4, 4)]
+    gens = recorded.history().where("group_id = 'jobs'").orderBy("generation").collect()
+    # range is EAGER: the members give up their 4 owned partitions, then get the same ones back;
+    # the second run's members (the live ones, at the live generation) come after the first run's
+    assert [(g.generation, g.strategy, g.members, g.partitions, g.revoked) for g in gens] == [
+        (live_generation + 1, "range", 2, 4, 4), (live_generation + 2, "range", 2, 4, 4)]
     assert {(r.member_id, r.topic, r.partition) for r in recorded.latest().where("group_id = 'jobs'").collect()} == live
