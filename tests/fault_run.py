@@ -22,8 +22,12 @@ from pyspark.sql import functions as F
 from spark_assign import AssignmentHistory, assign, check_assignment, rebalance
 from spark_assign.session import local_session
 
-#: the kill comes once this many Spark jobs of the call have started
-KILL_AFTER_JOBS = 8
+#: the kill comes once this many Spark jobs of the call have started: for assign() (about 23
+#: jobs), after its first checkpoints; for rebalance() (about 200 jobs, two rounds), once the
+#: first round's state is checkpointed (by job 30-50) and before the rounds are recorded, which
+#: reads it (an earlier kill can miss every block the call reads afterwards: under a loaded
+#: machine it landed a few jobs late and the call completed)
+KILL_AFTER_JOBS = {"assign": 8, "rebalance": 60}
 
 
 def main(workdir: str, modes: list[str]) -> None:
@@ -44,7 +48,7 @@ def main(workdir: str, modes: list[str]) -> None:
     def jobs() -> int:
         return len(sc.statusTracker().getJobIdsForGroup(None))
 
-    def with_a_kill(call):
+    def with_a_kill(call, after_jobs: int):
         deadline = time.monotonic() + 120
         while len(executor_pids()) < 2 and time.monotonic() < deadline:  # a lost one is relaunched
             time.sleep(0.2)
@@ -52,7 +56,7 @@ def main(workdir: str, modes: list[str]) -> None:
 
         def killer():
             while not killed and time.monotonic() < deadline:
-                if jobs() - start >= KILL_AFTER_JOBS:
+                if jobs() - start >= after_jobs:
                     pid = executor_pids()[0]
                     os.kill(pid, signal.SIGKILL)
                     killed.append(pid)
@@ -89,7 +93,8 @@ def main(workdir: str, modes: list[str]) -> None:
 def run_calls(spark, mode, members, partitions, history_path, with_a_kill, rows, expected) -> None:
     """One policy's two calls, each with an executor killed in its middle."""
     # assign(): the result under a kill equals the result without one
-    outcome = with_a_kill(lambda: rows(check_assignment(assign(members, partitions, "sticky"), members, partitions)))
+    outcome = with_a_kill(lambda: rows(check_assignment(assign(members, partitions, "sticky"), members, partitions)),
+                          KILL_AFTER_JOBS["assign"])
     if "result" in outcome:
         outcome["result"] = outcome["result"] == expected
     print(json.dumps({"mode": mode, "call": "assign", **outcome}), flush=True)
@@ -107,7 +112,7 @@ def run_calls(spark, mode, members, partitions, history_path, with_a_kill, rows,
             F.lit(None).cast("int").alias("generation")))
     before = history.history().count()
     outcome = with_a_kill(lambda: rows(rebalance(joined, partitions, strategy="cooperative-sticky",
-                                                 history=history).final))
+                                                 history=history).final), KILL_AFTER_JOBS["rebalance"])
     outcome["generations_before"] = before
     outcome["generations"] = history.history().count()
     outcome["assignment_rows"] = history.assignments().count()
