@@ -186,3 +186,29 @@ def test_groups_not_captured_say_why(group_type, state, protocol_type, error, re
     described = kafka_client.DescribedGroup("g", error, state, protocol_type, "", ())
     g = _described(_Group("g", group_type), described)
     assert not g.captured and g.reason.startswith(reason) and g.members == []
+
+
+def test_broker_gone_mid_capture_names_the_step_and_records_nothing(spark, monkeypatch, tmp_path):
+    from spark_assign.kafka import KafkaCaptureError
+    from spark_assign.kafka.snapshots import snapshot_store
+
+    doomed = Broker()
+    try:
+        doomed.create_topics({"gone-t": 2})
+        admin = doomed.admin()
+        admin.alter_group_offsets("g", {TopicPartition("gone-t", 0): OffsetAndMetadata(0, None, -1)})
+        admin.close()
+        real = kafka_client.describe_topics
+
+        def stop_then_read(admin, topics):  # the broker dies between the groups and the metadata
+            doomed.stop()
+            return real(admin, topics)
+
+        monkeypatch.setattr(kafka_client, "describe_topics", stop_then_read)
+        with pytest.raises(KafkaCaptureError, match=f"capture from {doomed.bootstrap} failed reading the topics' "
+                                                    "metadata: .*nothing of it was recorded"):
+            capture(spark, doomed.bootstrap, ["g"], history=str(tmp_path / "h"), timeout_s=2)
+        assert not snapshot_store(spark, str(tmp_path / "h")).exists()
+    finally:
+        if doomed.process.poll() is None:
+            doomed.stop()

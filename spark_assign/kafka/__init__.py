@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 from .capture import LAG_RULES, capture
-from .client import KafkaAuthenticationError, KafkaUnreachableError
+from .client import KafkaAuthenticationError, KafkaCaptureError, KafkaUnreachableError
 from .consumer_protocol import (
     ASSIGNMENT_VERSION,
     SUBSCRIPTION_VERSION,
@@ -44,6 +44,7 @@ __all__ = [
     "SUBSCRIPTION_VERSION",
     "Assignment",
     "KafkaAuthenticationError",
+    "KafkaCaptureError",
     "KafkaUnreachableError",
     "MemberMetadataError",
     "Snapshot",

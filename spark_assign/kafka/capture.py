@@ -84,7 +84,9 @@ def capture(spark: SparkSession, bootstrap_servers: str | list[str], groups: Ite
     ``timeout_s`` seconds; refused credentials raise
     :class:`~spark_assign.kafka.client.KafkaAuthenticationError` where kafka-python says so
     (it may report them as a bootstrap timeout: then the unreachable error names the
-    security settings). See the module doc for the rules.
+    security settings). A request that fails after the cluster was reached (a broker gone,
+    a timeout) raises :class:`~spark_assign.kafka.client.KafkaCaptureError` naming the step;
+    nothing of the capture is recorded. See the module doc for the rules.
 
     >>> snap = capture(spark, "127.0.0.1:9092", ["orders"], history="out/history")  # doctest: +SKIP
     >>> snap.groups.show()                                                           # doctest: +SKIP
@@ -99,8 +101,12 @@ def capture(spark: SparkSession, bootstrap_servers: str | list[str], groups: Ite
     captured_at = datetime.now(timezone.utc).replace(tzinfo=None)
     capture_id = capture_id or f"{captured_at:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
     admin = client.connect(servers, timeout_s=timeout_s, client_config=client_config)
+    steps = ["listing the groups"]
     try:
-        records = _capture_groups(admin, wanted, reset, history)
+        records = _capture_groups(admin, wanted, reset, history, steps)
+    except client.kafka_error() as e:
+        raise client.KafkaCaptureError(f"capture from {servers} failed {steps[-1]}: {type(e).__name__}: {e}; "
+                                       "nothing of it was recorded") from None
     finally:
         admin.close()
     rows = [(capture_id, captured_at, servers, *record) for record in records]
@@ -134,16 +140,22 @@ class _Group:
                 self.partitions, self.lags, self.problems)
 
 
-def _capture_groups(admin, wanted: list[str] | None, reset: str, history: str | None) -> list[tuple]:
+def _capture_groups(admin, wanted: list[str] | None, reset: str, history: str | None,
+                    steps: list[str]) -> list[tuple]:
+    """The groups' records; ``steps`` gets the step under way (for the error of a failed request)."""
     try:
         listed = client.list_groups(admin)
-    except Exception:  # a broker that cannot list groups: their type defaults to classic
-        listed = {}
+    except client.kafka_error():
+        if wanted is None:
+            raise
+        listed = {}  # a broker that cannot list groups: the groups asked for default to classic
     ids = sorted(listed) if wanted is None else list(dict.fromkeys(wanted))
+    steps.append(f"describing the groups {ids[:5]}{' ...' if len(ids) > 5 else ''}")
     described = client.describe_groups(admin, ids) if ids else {}
     recorded = latest_rebalances(history, ids) if history is not None else {}
     groups = [_described(_Group(g, listed.get(g, "classic")), described.get(g), recorded.get(g)) for g in ids]
     live = [g for g in groups if g.captured]
+    steps.append("reading the committed offsets")
     committed, failed = client.committed_offsets(admin, [g.group_id for g in live])
     for g in live:
         g.committed = committed.get(g.group_id, {})
@@ -151,8 +163,10 @@ def _capture_groups(admin, wanted: list[str] | None, reset: str, history: str | 
         if g.group_id in failed:
             g.offsets_known = False
             g.problems.append((None, None, f"committed offsets not read ({failed[g.group_id]}): lags left out"))
+    steps.append("reading the topics' metadata")
     known, missing = client.describe_topics(admin, {t for g in live for t in g.topics})
     racks = client.broker_racks(admin) if known else {}
+    steps.append("reading the log offsets")
     ends, gone = client.log_offsets(admin, {t: [p for p, _ in parts] for t, parts in known.items()})
     for g in live:
         _partitions_and_lags(g, known, missing, gone, racks, ends, reset)

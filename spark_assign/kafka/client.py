@@ -34,6 +34,16 @@ class KafkaAuthenticationError(SparkAssignError, PermissionError):
     """The broker refused the client's credentials."""
 
 
+class KafkaCaptureError(SparkAssignError, RuntimeError):
+    """A request of a capture failed after the cluster was reached (a broker gone, a timeout,
+    a refused request): names the step; nothing of the capture is recorded."""
+
+
+def kafka_error() -> type[BaseException]:
+    """kafka-python's base error class."""
+    return _kafka()[1].KafkaError
+
+
 def _kafka():
     try:
         import kafka  # noqa: F401
