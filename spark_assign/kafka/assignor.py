@@ -82,7 +82,8 @@ class SparkAssignAssignor(AbstractPartitionAssignor):
     """kafka-python assignor for ``group_id``: records the rebalances it leads into
     ``history`` (a folder or a URI deltalake writes) and runs ``strategy`` (see the module
     doc). ``flush(timeout_s)`` waits for the pending records; ``records_written``,
-    ``records_failed`` and ``last_error`` say how recording went."""
+    ``records_failed``, ``records_dropped`` and ``last_error`` say how recording went,
+    ``last_fallback`` why the latest plan was not followed (None when it was)."""
 
     name = ""  # the delegate's protocol name, set per instance
 
@@ -113,7 +114,10 @@ class SparkAssignAssignor(AbstractPartitionAssignor):
     def assign(self, cluster, members):
         plan_generation, reason = None, None
         if self.strategy == "plan":
-            plan_generation, result, reason = self._follow_plan(cluster, members)
+            try:
+                plan_generation, result, reason = self._follow_plan(cluster, members)
+            except Exception as e:  # an inconsistent plan never breaks the rebalance
+                result, reason = None, f"the plan could not be followed: {type(e).__name__}: {e}"
             self.last_fallback = reason
             if result is None:
                 log.warning("group %s: not following the plan (%s): cooperative-sticky instead", self.group_id, reason)
@@ -182,7 +186,7 @@ class SparkAssignAssignor(AbstractPartitionAssignor):
                 if m.member_id in result else [],
             })
         return {
-            "group_id": self.group_id, "leader_id": None, "strategy": self.strategy,
+            "group_id": self.group_id, "strategy": self.strategy,
             "protocol": self.supported_protocols()[0].name, "plan_generation": plan_generation,
             "fallback_reason": reason, "members": rows,
             "partitions": [{"topic": t, "partition": p} for t in topics

@@ -1,7 +1,7 @@
 """The Delta tables a live consumer reads and writes, with deltalake only (no Spark on a consumer).
 
 ``<history>/rebalances``: one row per rebalance a :class:`~spark_assign.kafka.assignor.SparkAssignAssignor`
-led: the group, the generation, the leader, the strategy that ran (and the plan it followed, or
+led: the group, the generation, the strategy that ran (and the plan it followed, or
 why it fell back), and per member its subscription, owned partitions and assignment.
 :func:`latest_rebalances` reads the newest per group (what :func:`~spark_assign.kafka.capture` uses);
 :func:`latest_plan` reads a group's latest recorded generation from the history's ``generations``
@@ -30,8 +30,7 @@ def _arrow_schema():
         ("subscription_version", pa.int32()), ("assigned", pa.list_(tp)),
     ])
     return pa.schema([
-        ("group_id", pa.string()), ("generation", pa.int32()), ("leader_id", pa.string()),
-        ("strategy", pa.string()), ("protocol", pa.string()), ("plan_generation", pa.int32()),
+        ("group_id", pa.string()), ("generation", pa.int32()), ("strategy", pa.string()), ("protocol", pa.string()), ("plan_generation", pa.int32()),
         ("fallback_reason", pa.string()), ("members", pa.list_(member)), ("partitions", pa.list_(tp)),
         ("recorded_at", pa.timestamp("us", tz="UTC")),
     ])
