@@ -16,6 +16,11 @@ from __future__ import annotations
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import Any
+
+import yaml
+
+from ..errors import InvalidConfigError
 
 #: job -> (module, one-line description)
 JOBS: dict[str, tuple[str, str]] = {
@@ -34,6 +39,30 @@ def one_line(exc: BaseException) -> str:
     """
     parts = [line.strip() for line in str(exc).splitlines() if line.strip()]
     return " ".join(parts[:1] + ["; ".join(parts[1:])]).strip()
+
+
+def key_values(items: Sequence[str], flag: str) -> dict[str, Any]:
+    """Repeated ``KEY=VALUE`` flags as a dict, each value read as a YAML scalar.
+
+    >>> key_values(["rack_aware=true", "sasl_mechanism=PLAIN"], "--option")
+    {'rack_aware': True, 'sasl_mechanism': 'PLAIN'}
+    """
+    settings: dict[str, Any] = {}
+    for item in items:
+        if "=" not in item:
+            raise InvalidConfigError(f"{flag} expects KEY=VALUE, found {item!r}")
+        key, value = item.split("=", 1)
+        settings[key.strip()] = yaml.safe_load(value)
+    return settings
+
+
+def id_list(text: str | None) -> list[str] | None:
+    """A comma-separated list of ids (None when not given).
+
+    >>> id_list("orders, payments,")
+    ['orders', 'payments']
+    """
+    return [i.strip() for i in text.split(",") if i.strip()] if text else None
 
 
 def failed(job: str, exc: BaseException) -> int:

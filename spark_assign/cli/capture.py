@@ -14,10 +14,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-import yaml
-
-from ..errors import InvalidConfigError, SparkAssignError
-from . import failed
+from ..errors import SparkAssignError
+from . import failed, id_list, key_values
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -35,17 +33,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def client_settings(items: Sequence[str]) -> dict:
-    """``KEY=VALUE`` items as kafka-python settings (values parsed as YAML scalars)."""
-    settings = {}
-    for item in items:
-        if "=" not in item:
-            raise InvalidConfigError(f"--client expects KEY=VALUE, found {item!r}")
-        key, value = item.split("=", 1)
-        settings[key.strip()] = yaml.safe_load(value)
-    return settings
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: capture, record, print the groups. Returns the exit code."""
     args = parse_args(argv)
@@ -53,11 +40,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from ..kafka import capture
         from .rebalance import get_session
 
-        groups = [g.strip() for g in args.groups.split(",") if g.strip()] if args.groups else None
         spark = get_session(args.spark_conf)
-        snap = capture(spark, args.bootstrap_servers, groups, auto_offset_reset=args.auto_offset_reset,
+        snap = capture(spark, args.bootstrap_servers, id_list(args.groups), auto_offset_reset=args.auto_offset_reset,
                        timeout_s=args.timeout, capture_id=args.capture_id, history=args.history,
-                       **client_settings(args.client))
+                       **key_values(args.client, "--client"))
         rows = snap.groups.orderBy("group_id").collect()
         print(f"captured {sum(r.captured for r in rows)} of {len(rows)} group(s) from {args.bootstrap_servers} "
               f"as {snap.capture_id}, recorded in {args.history}/snapshots")

@@ -65,7 +65,7 @@ from ..ownership import DEPARTURES, owned_from_history
 from ..protocol import PROTOCOL_RULES
 from ..rebalance import rebalance
 from ..storage import read_input
-from . import failed, one_line
+from . import failed, id_list, key_values, one_line
 
 DEFAULTS: dict[str, Any] = {
     "inputs": {"members": None, "partitions": None, "lags": None, "format": None},
@@ -113,10 +113,6 @@ SUMMARY_COLUMNS = [
     "unassigned", "partitions_moved", "revoked", "lost", "min_partitions", "max_partitions", "max_min",
     "total_lag", "max_mean_lag_ratio", "missing_topics", "ignored_owned_claims", "owned_from",
 ]
-
-
-def _option_value(text: str) -> Any:
-    return yaml.safe_load(text)
 
 
 def _resolve(path: str | None, base: str) -> str | None:
@@ -190,16 +186,12 @@ def load_config(args: argparse.Namespace) -> dict[str, Any]:
         if getattr(args, flag):
             cfg["inputs"][key] = getattr(args, flag)
     if args.groups:
-        cfg["groups"] = [g.strip() for g in args.groups.split(",") if g.strip()]
+        cfg["groups"] = id_list(args.groups)
     for flag in ("snapshot", "bootstrap_servers", "strategy", "history", "generation", "owned_from", "departed",
                  "protocol_rule", "max_rounds", "check", "spark_conf"):
         if getattr(args, flag) is not None:
             cfg[flag] = getattr(args, flag)
-    for item in args.option:
-        if "=" not in item:
-            raise InvalidConfigError(f"--option expects KEY=VALUE, found {item!r}")
-        key, value = item.split("=", 1)
-        cfg["options"][key.strip()] = _option_value(value)
+    cfg["options"].update(key_values(args.option, "--option"))
     if args.config:  # config-relative inputs work from any directory
         base = os.path.dirname(os.path.dirname(os.path.abspath(args.config)))
         for key in ("members", "partitions", "lags"):

@@ -13,9 +13,10 @@ and ``assignments`` tables, the plan a consumer in plan mode follows.
 
 from __future__ import annotations
 
-import os
 from datetime import datetime, timezone
 from typing import Any
+
+from ..locations import is_delta_path
 
 REBALANCES = "rebalances"
 
@@ -30,8 +31,8 @@ def _arrow_schema():
         ("subscription_version", pa.int32()), ("assigned", pa.list_(tp)),
     ])
     return pa.schema([
-        ("group_id", pa.string()), ("generation", pa.int32()), ("strategy", pa.string()), ("protocol", pa.string()), ("plan_generation", pa.int32()),
-        ("fallback_reason", pa.string()), ("members", pa.list_(member)), ("partitions", pa.list_(tp)),
+        ("group_id", pa.string()), ("generation", pa.int32()), ("strategy", pa.string()), ("protocol", pa.string()),
+        ("plan_generation", pa.int32()), ("fallback_reason", pa.string()), ("members", pa.list_(member)), ("partitions", pa.list_(tp)),
         ("recorded_at", pa.timestamp("us", tz="UTC")),
     ])
 
@@ -55,7 +56,7 @@ def _table(history: str, name: str):
     from deltalake import DeltaTable
 
     path = table_path(history, name)
-    if "://" not in path and not os.path.isdir(os.path.join(path, "_delta_log")):
+    if not is_delta_path(path):
         return None
     try:
         return DeltaTable(path)
