@@ -1,16 +1,20 @@
 """Benchmark: replaying membership events (simulate) against a plain kafka-python replay.
 
 Scenario: ``--groups`` groups (default 100) x ``--events`` events each (default
-50): dynamic members join one by one (the first 60% of the events), then members
-leave and new ones join alternately; every event is a rebalance of a group on one
-topic of 24 partitions with Kafka's range assignor. spark-assign replays all
-groups together (one distributed step per event index, ``simulate()``);
-the peer replays the same events group by group in Python, calling kafka-python's
-RangePartitionAssignor once per rebalance (only the assign calls are timed).
+50): dynamic members join one by one (the first ``--members`` events, default 60% of
+them), then members leave and new ones join alternately; every event is a rebalance
+of a group on one topic of ``--partitions`` partitions (default 24) with
+``--strategy`` (default Kafka's range). spark-assign replays all groups together
+(one distributed step per event index, ``simulate()``); the peer replays the same
+events group by group in Python with kafka-python's own assignor, carrying each
+member's owned partitions from one rebalance to the next, and for cooperative-sticky
+calling it again while a rebalance revoked partitions, as the follow-up rebalances
+do (only the assign calls are timed).
 
     python benchmarks/bench_simulate.py                 # full size (quiet machine)
     python benchmarks/bench_simulate.py --tiny          # check it end to end
     python benchmarks/bench_simulate.py --history DIR   # also record every generation
+    python benchmarks/bench_simulate.py --groups 1000 --members 20 --partitions 200 --strategy sticky
 """
 
 from __future__ import annotations
@@ -31,11 +35,13 @@ from pyspark.sql import functions as F
 from spark_assign.simulate import simulate
 
 PARTITIONS = 24
-PEER_TIMEOUT = 600.0
+PEER_TIMEOUT = 1800.0
 
 PEER = r"""
 import pickle, sys, time
 from kafka.coordinator.assignors.range import RangePartitionAssignor
+from kafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor, StickyAssignorUserData
+from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
 from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
 from kafka.protocol.old.group import GroupMember
 
@@ -44,32 +50,51 @@ class Cluster:
     def topics(self): return set(self.sizes)
     def partitions_for_topic(self, t): return set(range(self.sizes[t])) if t in self.sizes else None
 
+def member(strategy, m, owned, generation):
+    if strategy == "cooperative-sticky":
+        tp = ConsumerProtocolSubscription.TopicPartition
+        md = ConsumerProtocolSubscription(version=1, topics=["t"], user_data=b"",
+                                          owned_partitions=[tp(topic="t", partitions=sorted(owned))] if owned else [])
+    elif strategy == "sticky" and owned:
+        md = ConsumerProtocolSubscription(version=0, topics=["t"],
+                                          user_data=StickyAssignorUserData([("t", sorted(owned))], generation))
+    else:
+        md = ConsumerProtocolSubscription(version=0, topics=["t"], user_data=b"")
+    return GroupMember(m, None, md)
+
 data = pickle.load(open(sys.argv[1], "rb"))
+strategy = data["strategy"]
+assignor = {"range": RangePartitionAssignor, "sticky": StickyPartitionAssignor,
+            "cooperative-sticky": CooperativeStickyAssignor}[strategy]
 cluster = Cluster({"t": data["partitions"]})
-elapsed, rebalances, assigned = 0.0, 0, 0
+elapsed, rebalances = 0.0, 0
 for group, events in data["groups"].items():
-    present = []
-    for kind, member in events:
+    present, owned, generation = [], {}, 0
+    for kind, m in events:
         if kind == "join":
-            present.append(member)
+            present.append(m)
         else:
-            present.remove(member)
-        if not present:
-            continue
-        ms = [GroupMember(m, None, ConsumerProtocolSubscription(version=0, topics=["t"], user_data=b""))
-              for m in present]
-        t0 = time.perf_counter()
-        a = RangePartitionAssignor.assign(cluster, ms)
-        elapsed += time.perf_counter() - t0
-        rebalances += 1
-        assigned += sum(len(ps) for v in a.values() for _, ps in v.assigned_partitions)
+            present.remove(m)
+            owned.pop(m, None)
+        while present:
+            generation += 1
+            ms = [member(strategy, x, owned.get(x, []), generation - 1) for x in present]
+            t0 = time.perf_counter()
+            a = assignor().assign(cluster, ms) if strategy != "range" else assignor.assign(cluster, ms)
+            elapsed += time.perf_counter() - t0
+            rebalances += 1
+            new = {x: [p for _, ps in v.assigned_partitions for p in ps] for x, v in a.items()}
+            revoked = any(set(owned.get(x, [])) - set(new.get(x, [])) for x in present)
+            owned = new
+            if strategy != "cooperative-sticky" or not revoked:
+                break
 print(f"{elapsed} {rebalances}")
 """
 
-
-def events_df(spark, groups: int, per_group: int):
-    """``groups`` x ``per_group`` join/leave events, built with spark.range."""
-    joins = -(-per_group * 6 // 10)  # ceil(60%)
+def events_df(spark, groups: int, per_group: int, strategy: str = "range", joins: int | None = None):
+    """``groups`` x ``per_group`` join/leave events, built with spark.range: the
+    first ``joins`` (default 60%) join, then leaves and joins alternate."""
+    joins = -(-per_group * 6 // 10) if joins is None else joins  # ceil(60%)
     k = F.col("id") % per_group
     j = k - joins
     kind = F.when(k < joins, F.lit("join")).when(j % 2 == 0, F.lit("leave")).otherwise(F.lit("join"))
@@ -80,17 +105,17 @@ def events_df(spark, groups: int, per_group: int):
         kind.alias("kind"),
         F.concat(F.lit("m"), F.lpad(idx.cast("string"), 4, "0")).alias("member_id"),
         F.array(F.lit("t")).alias("topics"),
-        F.array(F.lit("range")).alias("assignors"),
+        F.array(F.lit(strategy)).alias("assignors"),
     )
 
 
-def run_peer(events, timeout_s=PEER_TIMEOUT) -> Timing | None:
+def run_peer(events, strategy: str, partitions: int, timeout_s=PEER_TIMEOUT) -> Timing | None:
     groups: dict[str, list] = {}
     for r in events.orderBy("group_id", "at").toLocalIterator():  # benchmark-only collect
         groups.setdefault(r.group_id, []).append((r.kind, r.member_id))
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "in.pkl"
-        path.write_bytes(pickle.dumps({"groups": groups, "partitions": PARTITIONS}))
+        path.write_bytes(pickle.dumps({"groups": groups, "partitions": partitions, "strategy": strategy}))
         script = Path(tmp) / "peer.py"
         script.write_text(PEER)
         try:
@@ -106,14 +131,17 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--groups", type=int, default=100)
     parser.add_argument("--events", type=int, default=50)
+    parser.add_argument("--members", type=int, default=None, help="events that join first (default: 60%%)")
+    parser.add_argument("--partitions", type=int, default=PARTITIONS)
+    parser.add_argument("--strategy", choices=("range", "sticky", "cooperative-sticky"), default="range")
     parser.add_argument("--tiny", action="store_true", help="3 groups x 4 events")
     parser.add_argument("--history", default=None, help="record the generations under this folder")
     args = parser.parse_args(argv)
     if args.tiny:
         args.groups, args.events = 3, 4
     spark = session()
-    events = events_df(spark, args.groups, args.events).localCheckpoint(eager=True)
-    parts = spark.range(PARTITIONS).select(F.lit("t").alias("topic"), F.col("id").cast("int").alias("partition"))
+    events = events_df(spark, args.groups, args.events, args.strategy, args.members).localCheckpoint(eager=True)
+    parts = spark.range(args.partitions).select(F.lit("t").alias("topic"), F.col("id").cast("int").alias("partition"))
     history = None
     if args.history:
         from spark_assign.history import AssignmentHistory
@@ -121,16 +149,19 @@ def main(argv=None) -> int:
         history = AssignmentHistory(args.history, spark)
     with SparkJobs(spark) as jobs:
         t0 = time.perf_counter()
-        r = simulate(events, parts, strategy="range", history=history, validate=True)
+        r = simulate(events, parts, strategy=args.strategy, history=history, validate=True)
         generations = r.generations.count()
         ours = Timing(time.perf_counter() - t0, generations)
     steps = args.events
-    peer = run_peer(events)
-    rows = [[f"{args.groups} groups x {args.events} events", generations, fmt_s(ours),
+    peer = run_peer(events, args.strategy, args.partitions)
+    members = args.members if args.members is not None else -(-args.events * 6 // 10)
+    rows = [[f"{args.strategy}: {args.groups} groups x {args.events} events ({members} joins), "
+             f"{args.partitions} partitions", generations, fmt_s(ours),
              f"{ours.seconds / steps:.2f} s", jobs.count, f"{jobs.count / steps:.0f}",
              "yes" if history is not None else "no", fmt_s(peer), ratio(peer, ours, PEER_TIMEOUT)]]
     write_results(
-        "simulate" if not args.tiny else "simulate_tiny",
+        "simulate_tiny" if args.tiny else "simulate" if args.strategy == "range" and args.groups == 100
+        else f"simulate_{args.strategy}_{args.groups}",
         "simulate(): replaying membership events",
         ["scenario", "rebalances (generations)", "spark-assign", "per step", "Spark jobs", "jobs per step",
          "history recorded",

@@ -177,7 +177,6 @@ def test_member_metadata_from_a_java_style_group_decodes_to_assign_inputs(spark)
 
 
 @pytest.mark.parametrize("group_type, state, protocol_type, error, reason", [
-    ("consumer", "Stable", "consumer", None, "a KIP-848 consumer group: kafka-python has no ConsumerGroupDescribe"),
     ("classic", "Dead", "", None, "Dead: the group vanished"),
     ("classic", "Stable", "connect", None, "protocol type 'connect': not a consumer group"),
     ("classic", "", "", "GroupAuthorizationFailedError", "DescribeGroups answered GroupAuthorizationFailedError"),

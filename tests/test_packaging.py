@@ -42,6 +42,8 @@ def test_the_wheel_carries_the_sql_and_the_console_script(installed):
         entry_points = z.read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
     queries = {p.name for p in (ROOT / "sql" / "analytics").glob("*.sql")}
     assert queries and {f"spark_assign/sql/analytics/{q}" for q in queries} <= names
+    schemas = {p.name for p in (ROOT / "spark_assign" / "kafka" / "schemas").glob("*.json")}  # KIP-848's request
+    assert schemas and {f"spark_assign/kafka/schemas/{s}" for s in schemas} <= names
     assert "spark-assign = spark_assign.cli:main" in entry_points
 
 

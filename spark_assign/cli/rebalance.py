@@ -284,7 +284,10 @@ def read_members(cfg: dict[str, Any], spark: SparkSession) -> tuple[DataFrame, D
             snap = load_snapshot(spark, cfg["history"], chosen)
         else:
             snap = capture(spark, cfg["bootstrap_servers"], cfg.get("groups"), history=cfg["history"])
-        return snap.members, snap.partitions, snap.lags.select(*LAG_COLUMNS)
+        # each group under its own protocol: KIP-848 groups run the broker's assignor
+        members = snap.members.join(snap.groups.select("group_id", F.col("group_type").alias("group_protocol")),
+                                    "group_id")
+        return members, snap.partitions, snap.lags.select(*LAG_COLUMNS)
     inputs = cfg["inputs"]
     fmt = inputs.get("format")
     lags = read_input(spark, inputs["lags"], fmt) if inputs.get("lags") else None

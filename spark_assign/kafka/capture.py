@@ -33,10 +33,19 @@ Rules, where the broker leaves a choice:
 * **partitions**: the partitions of those topics; ``racks``: the racks of the brokers
   holding the partition's replicas (null when no broker has a rack).
 
+KIP-848 ``consumer`` groups (the type ListGroups gives) are described with
+ConsumerGroupDescribe (:mod:`spark_assign.kafka.kip848`): a member's owned partitions are
+its current assignment, its ``generation`` its **member epoch**; the group's
+``generation`` is its group epoch, ``assignment_epoch`` the epoch of its target
+assignment, and ``Snapshot.targets`` holds each member's target assignment (where the
+broker's assignor is taking it). ``assignors`` is the broker's assignor (``uniform``,
+``range``). A member that subscribes by regex subscribes to the topics it is assigned or
+targeted (reported in ``problems``: the regex is not resolved).
+
 Not captured, each with its reason in ``groups.reason``: groups whose coordinator
 returns an error or a ``Dead`` state (a group that vanished), groups of another
-protocol type (Connect), and KIP-848 ``consumer`` groups: kafka-python has no
-ConsumerGroupDescribe request (API 69). Reported per member or topic in
+protocol type (Connect), and KIP-848 groups on a broker without ConsumerGroupDescribe
+(API 69). Reported per member or topic in
 ``problems``, the rest of the capture going on: member metadata that does not follow
 the consumer protocol (a non-Java client) or that the broker returned empty, topics
 missing from the metadata, topics deleted between the metadata and the offsets, and
@@ -60,14 +69,15 @@ from ..assign import strategy_name
 from ..errors import InvalidOptionError, UnknownStrategyError
 from . import client
 from .consumer_protocol import MemberMetadataError, Subscription, decode_assignment, decode_subscription
+from .kip848 import ConsumerGroupDescription, describe_consumer_groups
 from .live_tables import latest_rebalances
 from .snapshots import SNAPSHOTS_SCHEMA, Snapshot
 
 LAG_RULES = {"committed": "end - committed", "latest": "no commit, latest: 0",
              "earliest": "no commit, earliest: end - start"}
 
-KIP848_REASON = ("a KIP-848 consumer group: kafka-python has no ConsumerGroupDescribe request (API 69), so its "
-                 "members' epochs and assignments are not captured")
+KIP848_UNSUPPORTED = ("a KIP-848 consumer group, and its coordinator does not support ConsumerGroupDescribe "
+                      "(API 69): its members' epochs and assignments cannot be read")
 
 
 def capture(spark: SparkSession, bootstrap_servers: str | list[str], groups: Iterable[str] | None = None, *,
@@ -127,6 +137,8 @@ class _Group:
         self.reason: str | None = None
         self.members: list[tuple] = []
         self.members_described = 0
+        self.assignment_epoch: int | None = None
+        self.targets: list[tuple] = []
         self.topics: set[str] = set()
         self.committed: dict[tuple[str, int], int] = {}
         self.offsets_known = True
@@ -137,7 +149,7 @@ class _Group:
     def record(self) -> tuple:
         return (self.group_id, self.group_type, self.state, self.protocol_type, self.protocol or None,
                 self.generation, self.members_described, self.captured, self.reason, self.members,
-                self.partitions, self.lags, self.problems)
+                self.partitions, self.lags, self.problems, self.assignment_epoch, self.targets)
 
 
 def _capture_groups(admin, wanted: list[str] | None, reset: str, history: str | None,
@@ -151,9 +163,18 @@ def _capture_groups(admin, wanted: list[str] | None, reset: str, history: str | 
         listed = {}  # a broker that cannot list groups: the groups asked for default to classic
     ids = sorted(listed) if wanted is None else list(dict.fromkeys(wanted))
     steps.append(f"describing the groups {ids[:5]}{' ...' if len(ids) > 5 else ''}")
-    described = client.describe_groups(admin, ids) if ids else {}
-    recorded = latest_rebalances(history, ids) if history is not None else {}
-    groups = [_described(_Group(g, listed.get(g, "classic")), described.get(g), recorded.get(g)) for g in ids]
+    kip848 = [g for g in ids if listed.get(g) == "consumer"]
+    classic = [g for g in ids if listed.get(g) != "consumer"]
+    described = client.describe_groups(admin, classic) if classic else {}
+    consumer_groups: dict[str, ConsumerGroupDescription] | None = {}
+    if kip848:
+        try:
+            consumer_groups = describe_consumer_groups(admin, kip848)
+        except client.unsupported_request_error():
+            consumer_groups = None
+    recorded = latest_rebalances(history, classic) if history is not None and classic else {}
+    groups = [_consumer_described(_Group(g, "consumer"), consumer_groups) if g in kip848
+              else _described(_Group(g, listed.get(g, "classic")), described.get(g), recorded.get(g)) for g in ids]
     live = [g for g in groups if g.captured]
     steps.append("reading the committed offsets")
     committed, failed = client.committed_offsets(admin, [g.group_id for g in live])
@@ -175,9 +196,6 @@ def _capture_groups(admin, wanted: list[str] | None, reset: str, history: str | 
 
 def _described(g: _Group, d: client.DescribedGroup | None, recorded: dict | None = None) -> _Group:
     """The group's state, protocol and members from its DescribeGroups answer."""
-    if g.group_type == "consumer":
-        g.reason = KIP848_REASON
-        return g
     if d is None:
         g.reason = "its coordinator did not describe it"
         return g
@@ -198,6 +216,39 @@ def _described(g: _Group, d: client.DescribedGroup | None, recorded: dict | None
                 g.problems.append((None, None, f"the latest recorded rebalance (generation {recorded['generation']}) "
                                                "has other members than the group now: not used"))
             _members(g, d)
+    return g
+
+
+def _consumer_described(g: _Group, described: dict[str, ConsumerGroupDescription] | None) -> _Group:
+    """A KIP-848 group from its ConsumerGroupDescribe answer (None: the broker has no such request)."""
+    g.protocol_type = "consumer"
+    d = None if described is None else described.get(g.group_id)
+    if described is None:
+        g.reason = KIP848_UNSUPPORTED
+        return g
+    if d is None:
+        g.reason = "its coordinator did not describe it"
+        return g
+    g.state, g.protocol, g.members_described = d.state, d.assignor, len(d.members)
+    if d.error:
+        g.reason = ("GroupIdNotFound: the group vanished during the capture" if d.error == "GroupIdNotFoundError"
+                    else f"ConsumerGroupDescribe answered {d.error}")
+        return g
+    if d.state == "Dead":
+        g.reason = "Dead: the group vanished during the capture"
+        return g
+    g.captured, g.generation, g.assignment_epoch = True, d.group_epoch, d.assignment_epoch
+    assignors = _assignors(d.assignor)
+    for m in d.members:
+        topics = set(m.topics)
+        if m.topic_regex is not None:
+            topics |= {t for t, _ in m.assigned + m.target}
+            g.problems.append((m.member_id, None, f"subscribes by regex {m.topic_regex!r}: its topics are taken "
+                                                  f"as {sorted(topics)} (named, assigned or targeted)"))
+        g.topics |= topics | {t for t, _ in m.assigned + m.target}
+        g.members.append((m.member_id, m.instance_id, m.rack, sorted(topics), list(m.assigned), m.member_epoch,
+                          assignors))
+        g.targets.extend((m.member_id, t, p) for t, p in m.target)
     return g
 
 

@@ -93,6 +93,11 @@ def connect(bootstrap_servers: str | list[str], *, timeout_s: float = 10.0,
         ) from None
 
 
+def unsupported_request_error() -> tuple[type[BaseException], ...]:
+    """kafka-python's error for a request the broker does not support."""
+    return _named(_kafka()[1], "IncompatibleBrokerVersion", "UnsupportedVersionError")
+
+
 def _named(errors, *names: str) -> tuple[type[BaseException], ...]:
     """The kafka-python error classes of those names that this version has."""
     return tuple(getattr(errors, n) for n in names if hasattr(errors, n))

@@ -38,10 +38,13 @@ SNAPSHOT_LAG = T.StructType([T.StructField("topic", _STR), T.StructField("partit
                              T.StructField("lag_rule", _STR)])
 SNAPSHOT_PROBLEM = T.StructType([T.StructField("member_id", _STR), T.StructField("topic", _STR),
                                  T.StructField("problem", _STR)])
+#: a partition of a KIP-848 member's target assignment
+SNAPSHOT_TARGET = T.StructType([T.StructField("member_id", _STR), T.StructField("topic", _STR),
+                                T.StructField("partition", _INT)])
 
 #: the columns of ``Snapshot.groups`` (the group columns of the table)
 GROUP_COLUMNS = ("capture_id", "captured_at", "group_id", "group_type", "state", "protocol_type", "protocol",
-                 "generation", "members_described", "members", "captured", "reason")
+                 "generation", "assignment_epoch", "members_described", "members", "captured", "reason")
 
 SNAPSHOTS_SCHEMA = T.StructType([
     T.StructField("capture_id", _STR),
@@ -60,6 +63,9 @@ SNAPSHOTS_SCHEMA = T.StructType([
     T.StructField("partition_rows", T.ArrayType(SNAPSHOT_PARTITION)),
     T.StructField("lag_rows", T.ArrayType(SNAPSHOT_LAG)),
     T.StructField("problem_rows", T.ArrayType(SNAPSHOT_PROBLEM)),
+    # KIP-848 groups: the epoch of the target assignment, and each member's target
+    T.StructField("assignment_epoch", _INT),
+    T.StructField("target_rows", T.ArrayType(SNAPSHOT_TARGET)),
 ])
 
 
@@ -74,7 +80,10 @@ class Snapshot:
     and the ``lag_rule`` beside); ``groups``: one row per group asked for, captured or
     not (``captured``, ``reason``; ``members_described``: the members the broker listed,
     ``members``: those in ``members``); ``problems``: ``group_id, member_id, topic, problem``,
-    what could not be captured and why; ``rows``: the ``snapshots`` table's rows.
+    what could not be captured and why; ``targets``: ``group_id, member_id, topic, partition``,
+    the target assignment of KIP-848 groups' members (``groups.assignment_epoch`` is its
+    epoch; ``members.generation`` is a KIP-848 member's epoch, ``groups.generation`` the
+    group epoch); ``rows``: the ``snapshots`` table's rows.
 
     >>> snap.groups.select("group_id", "state", "captured").show()  # doctest: +SKIP
     """
@@ -105,6 +114,10 @@ class Snapshot:
     @property
     def problems(self) -> DataFrame:
         return _explode(self.rows, "problem_rows")
+
+    @property
+    def targets(self) -> DataFrame:
+        return _explode(self.rows.where("captured"), "target_rows")
 
     def record(self, history: str) -> bool:
         """Append this capture to ``<history>/snapshots`` as one Delta commit; False (and

@@ -1,0 +1,123 @@
+"""KIP-848 ``consumer`` groups: the ConsumerGroupDescribe request (API 69), which kafka-python
+does not ship.
+
+The request and response are declared in Kafka's message-schema format
+(``schemas/ConsumerGroupDescribe*.json``: version 0, the one Kafka marked stable in 3.7,
+where ``MemberId`` is a string and an assignment is its topic partitions) and encoded and
+decoded by kafka-python's schema machinery. A broker that does not advertise API 69 makes
+:func:`describe_consumer_groups` raise kafka-python's ``IncompatibleBrokerVersion``; the
+capture reports such groups as not captured, with that reason.
+
+Each described member carries its **member epoch**, its subscription (topic names, or a
+regex), its **current assignment** (what it owns now) and its **target assignment** (what
+the broker's assignor decided, reached once the partitions' previous owners revoke them);
+the group its **group epoch** and its **assignment epoch** (the group epoch its target
+assignment was computed at: behind the group epoch while a new assignment is pending).
+
+>>> g = consumer_group(ConsumerGroupDescription("orders", None, "Stable", 7, 7, "uniform", ()))
+>>> g.group_epoch, g.members
+(7, ())
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+#: the topic partitions of an assignment: ``(topic, partition)``, sorted
+TopicPartitions = tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True)
+class ConsumerGroupMember:
+    """A member of a KIP-848 group as ConsumerGroupDescribe reports it."""
+
+    member_id: str
+    instance_id: str | None
+    rack: str | None
+    member_epoch: int
+    client_id: str
+    client_host: str
+    topics: tuple[str, ...]
+    topic_regex: str | None
+    assigned: TopicPartitions
+    target: TopicPartitions
+
+
+@dataclass(frozen=True)
+class ConsumerGroupDescription:
+    """A KIP-848 group as ConsumerGroupDescribe reports it; ``error``: the error's name, or None."""
+
+    group_id: str
+    error: str | None
+    state: str
+    group_epoch: int
+    assignment_epoch: int
+    assignor: str
+    members: tuple[ConsumerGroupMember, ...]
+
+
+@functools.lru_cache(maxsize=1)
+def messages() -> tuple[type, type]:
+    """kafka-python message classes for ConsumerGroupDescribe: ``(request, response)``
+    (declared on first use: kafka-python is the optional ``kafka`` extra)."""
+    from kafka.protocol.api_message import ApiMessage
+
+    from . import schemas
+
+    class ConsumerGroupDescribeRequest(ApiMessage, load_json=schemas):  # type: ignore[call-arg]
+        pass
+
+    class ConsumerGroupDescribeResponse(ApiMessage, load_json=schemas):  # type: ignore[call-arg]
+        pass
+
+    return ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse
+
+
+def _partitions(assignment: Any) -> TopicPartitions:
+    if assignment is None:
+        return ()
+    return tuple(sorted((tp.topic_name, int(p)) for tp in (assignment.topic_partitions or [])
+                        for p in (tp.partitions or [])))
+
+
+def consumer_group(described: Any) -> ConsumerGroupDescription:
+    """One ``DescribedGroup`` of a decoded ConsumerGroupDescribe response as a
+    :class:`ConsumerGroupDescription` (a description passes through unchanged)."""
+    if isinstance(described, ConsumerGroupDescription):
+        return described
+    error = None
+    if described.error_code:
+        from kafka.errors import for_code
+
+        error = for_code(described.error_code).__name__
+    members = tuple(
+        ConsumerGroupMember(
+            m.member_id, m.instance_id, m.rack_id, int(m.member_epoch), m.client_id or "", m.client_host or "",
+            tuple(m.subscribed_topic_names or ()), m.subscribed_topic_regex or None,
+            _partitions(m.assignment), _partitions(m.target_assignment))
+        for m in (described.members or []))
+    return ConsumerGroupDescription(described.group_id, error, described.group_state or "",
+                                    int(described.group_epoch), int(described.assignment_epoch),
+                                    described.assignor_name or "", members)
+
+
+def describe_consumer_groups(admin, group_ids: Iterable[str]) -> dict[str, ConsumerGroupDescription]:
+    """ConsumerGroupDescribe for ``group_ids``, one request per coordinator, on
+    kafka-python's admin client ``admin``. Raises kafka-python's ``IncompatibleBrokerVersion``
+    when a coordinator does not support the request."""
+    request_cls, _ = messages()
+    ids = list(group_ids)
+
+    async def run():
+        by_coordinator: dict[int, list[str]] = defaultdict(list)
+        for group_id, node in (await admin._find_coordinator_ids(ids)).items():
+            by_coordinator[node].append(group_id)
+        return [await admin._manager.send(request_cls(group_ids=groups, include_authorized_operations=False),
+                                          node_id=node)
+                for node, groups in by_coordinator.items()]
+
+    return {g.group_id: consumer_group(g) for response in admin._manager.run(run) for g in response.groups}

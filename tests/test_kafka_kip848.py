@@ -1,0 +1,157 @@
+"""KIP-848 consumer groups: ConsumerGroupDescribe (API 69) sent to a real broker, and a
+populated answer, assembled byte by byte from Kafka's message schema, captured as rows.
+
+tansu answers ConsumerGroupDescribe (it advertises API 69 v0) but has no
+ConsumerGroupHeartbeat (API 68), so no KIP-848 group can form on it: its answers carry no
+members. The members' decoding is checked on bytes built here field by field, independently
+of the schema file the library declares the message with."""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from datetime import datetime
+
+import pytest
+from chispa import assert_df_equality
+from kafka_broker import Broker, ConsumerGroup
+
+from spark_assign import assign, check_assignment
+from spark_assign.kafka import SNAPSHOTS_SCHEMA, Snapshot
+from spark_assign.kafka import client as kafka_client
+from spark_assign.kafka.capture import KIP848_UNSUPPORTED, _consumer_described, _Group
+from spark_assign.kafka.kip848 import consumer_group, describe_consumer_groups, messages
+
+
+@pytest.fixture(scope="module")
+def broker():
+    b = Broker()
+    yield b
+    b.stop()
+
+
+def test_a_real_broker_answers_consumer_group_describe(broker):
+    """The request is framed and the answer decoded as tansu sends it, for a classic group it
+    holds and a group it does not know."""
+    broker.create_topics({"kip-t": 2})
+    with ConsumerGroup(broker.bootstrap, "kip-classic", ["kip-t"], 1):
+        admin = kafka_client.connect(broker.bootstrap, timeout_s=5)
+        try:
+            got = describe_consumer_groups(admin, ["kip-classic", "kip-unknown"])
+        finally:
+            admin.close()
+    assert sorted(got) == ["kip-classic", "kip-unknown"]
+    assert {g: (d.error, d.state, d.members) for g, d in got.items()} == {
+        "kip-classic": (None, "Stable", ()), "kip-unknown": (None, "Empty", ())}
+
+
+def test_a_broker_without_the_request_leaves_the_group_uncaptured_with_the_reason(broker):
+    """An admin client that takes the broker for Kafka 2.8 (no API 69) gets kafka-python's
+    refusal, and the capture reports the group as not captured."""
+    admin = kafka_client.connect(broker.bootstrap, timeout_s=5, client_config={"api_version": (2, 8)})
+    try:
+        with pytest.raises(kafka_client.unsupported_request_error()):
+            describe_consumer_groups(admin, ["kip-any"])
+    finally:
+        admin.close()
+    g = _consumer_described(_Group("kip-any", "consumer"), None)
+    assert (g.captured, g.reason, g.members) == (False, KIP848_UNSUPPORTED, [])
+
+
+# ----------------------------------------------------------------------------- the wire format, field by field
+
+def _uvarint(n: int) -> bytes:
+    out = b""
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        out += bytes([byte | (0x80 if n else 0)])
+        if not n:
+            return out
+
+
+def _string(s: str | None) -> bytes:  # compact (nullable) string: length + 1, 0 for null
+    if s is None:
+        return _uvarint(0)
+    raw = s.encode()
+    return _uvarint(len(raw) + 1) + raw
+
+
+def _array(items: list[bytes]) -> bytes:  # compact array: count + 1
+    return _uvarint(len(items) + 1) + b"".join(items)
+
+
+NO_TAGS = _uvarint(0)
+
+
+def _assignment(parts: dict[str, list[int]]) -> bytes:
+    topics = [uuid.uuid5(uuid.NAMESPACE_DNS, t).bytes + _string(t) + _array([struct.pack(">i", p) for p in ps])
+              + NO_TAGS for t, ps in parts.items()]
+    return _array(topics) + NO_TAGS
+
+
+def _member(member_id, instance_id, rack, epoch, topics, regex, assigned, target) -> bytes:
+    return (_string(member_id) + _string(instance_id) + _string(rack) + struct.pack(">i", epoch)
+            + _string("client-" + member_id) + _string("/10.0.0.1") + _array([_string(t) for t in topics])
+            + _string(regex) + _assignment(assigned) + _assignment(target) + NO_TAGS)
+
+
+def _group(error, group_id, state, group_epoch, assignment_epoch, assignor, members) -> bytes:
+    return (struct.pack(">h", error) + _string(None) + _string(group_id) + _string(state)
+            + struct.pack(">ii", group_epoch, assignment_epoch) + _string(assignor) + _array(members)
+            + struct.pack(">i", -2147483648) + NO_TAGS)
+
+
+def _response(*groups: bytes) -> bytes:
+    return struct.pack(">i", 0) + _array(list(groups)) + NO_TAGS
+
+
+def test_a_populated_answer_decodes_to_members_epochs_and_target_assignments(spark):
+    """A uniform group mid-reconciliation: m2 still holds t0-2, which the broker's target
+    moves to the new member m3 (group epoch 12, target computed at 12, m3 at epoch 12 and
+    the others still at 11); m3 subscribes by regex."""
+    body = _response(
+        _group(0, "orders", "Reconciling", 12, 12, "uniform", [
+            _member("m1", "i-1", "rack-a", 11, ["t0", "t1"], None, {"t0": [0, 1], "t1": [0]}, {"t0": [0, 1], "t1": [0]}),
+            _member("m2", None, None, 11, ["t0", "t1"], None, {"t0": [2], "t1": [1, 2]}, {"t1": [1, 2]}),
+            _member("m3", None, "rack-b", 12, [], "t[0-9]", {}, {"t0": [2]}),
+        ]),
+        _group(69, "gone", "Dead", -1, -1, "", []),  # GROUP_ID_NOT_FOUND
+    )
+    response = messages()[1].decode(body, version=0)
+    described = {g.group_id: consumer_group(g) for g in response.groups}
+    assert described["gone"].error == "GroupIdNotFoundError"
+    assert described["orders"].members[0] == consumer_group(described["orders"]).members[0]
+
+    groups = [_consumer_described(_Group(g, "consumer"), described) for g in ("orders", "gone")]
+    stamp = datetime(2026, 11, 25)
+    snap = Snapshot("k", stamp, spark.createDataFrame([("k", stamp, "b:9092", *g.record()) for g in groups],
+                                                      SNAPSHOTS_SCHEMA))
+    expected_members = spark.createDataFrame(
+        [("orders", "m1", "i-1", "rack-a", ["t0", "t1"], [("t0", 0), ("t0", 1), ("t1", 0)], 11, ["uniform"]),
+         ("orders", "m2", None, None, ["t0", "t1"], [("t0", 2), ("t1", 1), ("t1", 2)], 11, ["uniform"]),
+         ("orders", "m3", None, "rack-b", ["t0"], [], 12, ["uniform"])],
+        "group_id string, member_id string, group_instance_id string, rack string, topics array<string>, "
+        "owned array<struct<topic:string,partition:int>>, generation int, assignors array<string>")
+    assert_df_equality(snap.members.select(*expected_members.columns), expected_members,
+                       ignore_row_order=True, ignore_nullable=True)
+    expected_targets = spark.createDataFrame(
+        [("orders", "m1", "t0", 0), ("orders", "m1", "t0", 1), ("orders", "m1", "t1", 0),
+         ("orders", "m2", "t1", 1), ("orders", "m2", "t1", 2), ("orders", "m3", "t0", 2)],
+        "group_id string, member_id string, topic string, partition int")
+    assert_df_equality(snap.targets, expected_targets, ignore_row_order=True, ignore_nullable=True)
+    assert {r.group_id: (r.captured, r.group_type, r.state, r.protocol, r.generation, r.assignment_epoch,
+                         r.members_described, r.reason) for r in snap.groups.collect()} == {
+        "orders": (True, "consumer", "Reconciling", "uniform", 12, 12, 3, None),
+        "gone": (False, "consumer", "Dead", None, None, None, 0, "GroupIdNotFound: the group vanished during the capture")}
+    assert [(p.member_id, "regex 't[0-9]'" in p.problem) for p in snap.problems.collect()] == [("m3", True)]
+
+    # the captured members are assign()'s input as they are: the broker's uniform assignor
+    # over them is valid and balanced, and m1 and m2 keep only partitions they hold
+    parts = spark.createDataFrame([(t, p) for t in ("t0", "t1") for p in range(3)], "topic string, partition int")
+    result = assign(snap.members, parts, "uniform").transform(lambda a: check_assignment(a, snap.members, parts))
+    got: dict[str, set] = {}
+    for r in result.collect():
+        got.setdefault(r.member_id, set()).add((r.topic, r.partition))
+    assert sorted(len(v) for v in got.values()) == [2, 2, 2] and {t for t, _ in got["m3"]} == {"t0"}
+    assert got["m1"] < {("t0", 0), ("t0", 1), ("t1", 0)} and got["m2"] < {("t0", 2), ("t1", 1), ("t1", 2)}
+
