@@ -19,7 +19,7 @@ from kafka_broker import Broker, ConsumerGroup
 from spark_assign import assign, check_assignment
 from spark_assign.kafka import SNAPSHOTS_SCHEMA, Snapshot
 from spark_assign.kafka import client as kafka_client
-from spark_assign.kafka.capture import KIP848_UNSUPPORTED, _consumer_described, _Group
+from spark_assign.kafka.capture import KIP848_UNSUPPORTED, _consumer_described, _Group, _partitions_and_lags
 from spark_assign.kafka.kip848 import consumer_group, describe_consumer_groups, messages
 
 
@@ -105,7 +105,7 @@ def _response(*groups: bytes) -> bytes:
     return struct.pack(">i", 0) + _array(list(groups)) + NO_TAGS
 
 
-def test_a_populated_answer_decodes_to_members_epochs_and_target_assignments(spark):
+def test_a_populated_answer_decodes_to_members_epochs_and_target_assignments(spark, tmp_path, capsys):
     """A uniform group mid-reconciliation: m2 still holds t0-2, which the broker's target
     moves to the new member m3 (group epoch 12, target computed at 12, m3 at epoch 12 and
     the others still at 11); m3 subscribes by regex."""
@@ -123,6 +123,11 @@ def test_a_populated_answer_decodes_to_members_epochs_and_target_assignments(spa
     assert described["orders"].members[0] == consumer_group(described["orders"]).members[0]
 
     groups = [_consumer_described(_Group(g, "consumer"), described) for g in ("orders", "gone")]
+    # the partitions and lags as the rest of a capture reads them for a group (topic metadata:
+    # 3 partitions per topic on broker 1; log offsets 0 to 5; nothing committed)
+    metadata = {t: [(p, [1]) for p in range(3)] for t in ("t0", "t1")}
+    _partitions_and_lags(groups[0], metadata, {}, {}, {1: None}, {(t, p): (0, 5) for t in metadata for p in range(3)},
+                         "earliest")
     stamp = datetime(2026, 11, 25)
     snap = Snapshot("k", stamp, spark.createDataFrame([("k", stamp, "b:9092", *g.record()) for g in groups],
                                                       SNAPSHOTS_SCHEMA))
@@ -147,11 +152,26 @@ def test_a_populated_answer_decodes_to_members_epochs_and_target_assignments(spa
 
     # the captured members are assign()'s input as they are: the broker's uniform assignor
     # over them is valid and balanced, and m1 and m2 keep only partitions they hold
-    parts = spark.createDataFrame([(t, p) for t in ("t0", "t1") for p in range(3)], "topic string, partition int")
-    result = assign(snap.members, parts, "uniform").transform(lambda a: check_assignment(a, snap.members, parts))
+    result = assign(snap.members, snap.partitions, "uniform").transform(
+        lambda a: check_assignment(a, snap.members, snap.partitions))
     got: dict[str, set] = {}
     for r in result.collect():
         got.setdefault(r.member_id, set()).add((r.topic, r.partition))
     assert sorted(len(v) for v in got.values()) == [2, 2, 2] and {t for t, _ in got["m3"]} == {"t0"}
     assert got["m1"] < {("t0", 0), ("t0", 1), ("t1", 0)} and got["m2"] < {("t0", 2), ("t1", 1), ("t1", 2)}
 
+    # recorded, then planned by the rebalance job under the broker's protocol, from the
+    # group epoch on, with the lags (5 per partition: nothing committed, earliest)
+    from spark_assign import AssignmentHistory
+    from spark_assign.cli import rebalance as rebalance_job
+
+    history = str(tmp_path / "history")
+    assert snap.record(history)
+    assert rebalance_job.main(["--snapshot", "latest", "--history", history]) == 0
+    assert "rebalanced 1 group(s)" in capsys.readouterr().out
+    gens = AssignmentHistory(history, spark).history().orderBy("generation").collect()
+    # epoch 13 assigns the 4 partitions no other member holds; the 2 moving to m3 follow at 14,
+    # once revoked (KIP-848's reconciliation)
+    assert [(g.group_id, g.generation, g.strategy, g.protocol, g.members, g.partitions, g.total_lag)
+            for g in gens] == [("orders", 13, "uniform", "consumer", 3, 4, 20),
+                               ("orders", 14, "uniform", "consumer", 3, 6, 30)]
