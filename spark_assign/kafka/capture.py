@@ -222,10 +222,10 @@ def _described(g: _Group, d: client.DescribedGroup | None, recorded: dict | None
 def _consumer_described(g: _Group, described: dict[str, ConsumerGroupDescription] | None) -> _Group:
     """A KIP-848 group from its ConsumerGroupDescribe answer (None: the broker has no such request)."""
     g.protocol_type = "consumer"
-    d = None if described is None else described.get(g.group_id)
     if described is None:
         g.reason = KIP848_UNSUPPORTED
         return g
+    d = described.get(g.group_id)
     if d is None:
         g.reason = "its coordinator did not describe it"
         return g

@@ -19,7 +19,7 @@ spark_assign.kafka.client.KafkaUnreachableError: no answer from bootstrap server
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -139,6 +139,20 @@ def list_groups(admin) -> dict[str, str]:
     return {g["group_id"]: (g.get("group_type") or "classic") for g in admin.list_groups()}
 
 
+def per_coordinator(admin, group_ids: Iterable[str], request: Callable[[list[str]], Any]) -> list[Any]:
+    """The responses to ``request(groups)``, sent once to each coordinator with the groups it
+    coordinates (kafka-python's admin client ``admin``)."""
+    ids = list(group_ids)
+
+    async def run():
+        by_coordinator: dict[int, list[str]] = defaultdict(list)
+        for group_id, node in (await admin._find_coordinator_ids(ids)).items():
+            by_coordinator[node].append(group_id)
+        return [await admin._manager.send(request(groups), node_id=node) for node, groups in by_coordinator.items()]
+
+    return admin._manager.run(run)
+
+
 def describe_groups(admin, group_ids: Iterable[str]) -> dict[str, DescribedGroup]:
     """DescribeGroups for ``group_ids``, one request per coordinator, the member
     bytes kept as sent. (kafka-python's ``describe_groups`` decodes the bytes itself,
@@ -146,18 +160,9 @@ def describe_groups(admin, group_ids: Iterable[str]) -> dict[str, DescribedGroup
     operations as -1.)"""
     from kafka.protocol.admin import DescribeGroupsRequest
 
-    ids = list(group_ids)
-
-    async def run():
-        by_coordinator: dict[int, list[str]] = defaultdict(list)
-        for group_id, node in (await admin._find_coordinator_ids(ids)).items():
-            by_coordinator[node].append(group_id)
-        return [await admin._manager.send(DescribeGroupsRequest(groups=groups, include_authorized_operations=False),
-                                          node_id=node)
-                for node, groups in by_coordinator.items()]
-
     out = {}
-    for response in admin._manager.run(run):
+    for response in per_coordinator(admin, group_ids, lambda groups: DescribeGroupsRequest(
+            groups=groups, include_authorized_operations=False)):
         for g in response.groups:
             members = tuple(
                 DescribedMember(m.member_id, getattr(m, "group_instance_id", None), m.client_id or "",

@@ -14,18 +14,19 @@ the broker's assignor decided, reached once the partitions' previous owners revo
 the group its **group epoch** and its **assignment epoch** (the group epoch its target
 assignment was computed at: behind the group epoch while a new assignment is pending).
 
->>> g = consumer_group(ConsumerGroupDescription("orders", None, "Stable", 7, 7, "uniform", ()))
->>> g.group_epoch, g.members
-(7, ())
+>>> request, response = messages()
+>>> request.API_KEY, request.max_version, response.max_version
+(69, 0, 0)
 """
 
 from __future__ import annotations
 
 import functools
-from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
+
+from .client import per_coordinator
 
 #: the topic partitions of an assignment: ``(topic, partition)``, sorted
 TopicPartitions = tuple[tuple[str, int], ...]
@@ -86,9 +87,7 @@ def _partitions(assignment: Any) -> TopicPartitions:
 
 def consumer_group(described: Any) -> ConsumerGroupDescription:
     """One ``DescribedGroup`` of a decoded ConsumerGroupDescribe response as a
-    :class:`ConsumerGroupDescription` (a description passes through unchanged)."""
-    if isinstance(described, ConsumerGroupDescription):
-        return described
+    :class:`ConsumerGroupDescription`."""
     error = None
     if described.error_code:
         from kafka.errors import for_code
@@ -110,14 +109,6 @@ def describe_consumer_groups(admin, group_ids: Iterable[str]) -> dict[str, Consu
     kafka-python's admin client ``admin``. Raises kafka-python's ``IncompatibleBrokerVersion``
     when a coordinator does not support the request."""
     request_cls, _ = messages()
-    ids = list(group_ids)
-
-    async def run():
-        by_coordinator: dict[int, list[str]] = defaultdict(list)
-        for group_id, node in (await admin._find_coordinator_ids(ids)).items():
-            by_coordinator[node].append(group_id)
-        return [await admin._manager.send(request_cls(group_ids=groups, include_authorized_operations=False),
-                                          node_id=node)
-                for node, groups in by_coordinator.items()]
-
-    return {g.group_id: consumer_group(g) for response in admin._manager.run(run) for g in response.groups}
+    responses = per_coordinator(admin, group_ids, lambda groups: request_cls(
+        group_ids=groups, include_authorized_operations=False))
+    return {g.group_id: consumer_group(g) for response in responses for g in response.groups}
