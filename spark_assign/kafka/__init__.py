@@ -3,7 +3,9 @@
 * :func:`capture` asks a cluster for its groups' members, partitions and lags
   (:mod:`spark_assign.kafka.capture`, on kafka-python: ``pip install 'spark-assign[kafka]'``)
   and returns a :class:`Snapshot`, recorded in the history's ``snapshots`` table;
-  :func:`load_snapshot` reads one back.
+  :func:`load_snapshot` reads one back. KIP-848 ``consumer`` groups are described with
+  ConsumerGroupDescribe (:mod:`spark_assign.kafka.kip848`): member epochs, current and
+  target assignments.
 * :class:`~spark_assign.kafka.assignor.SparkAssignAssignor`, a kafka-python partition
   assignor that records the rebalances it leads into the history's ``rebalances`` table
   (read by :func:`capture`) and, in plan mode, hands out the assignment recorded for the
