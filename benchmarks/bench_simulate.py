@@ -162,7 +162,8 @@ def main(argv=None) -> int:
     write_results(
         "simulate_tiny" if args.tiny else "simulate" if args.strategy == "range" and args.groups == 100
         else f"simulate_{args.strategy}_{args.groups}",
-        "simulate(): replaying membership events",
+        "simulate(): replaying membership events" + (
+            "" if args.strategy == "range" else f", {args.strategy}, {args.groups} groups x {args.partitions} partitions"),
         ["scenario", "rebalances (generations)", "spark-assign", "per step", "Spark jobs", "jobs per step",
          "history recorded",
          "kafka-python replay (assign calls only)", "ratio (peer / ours)"],
