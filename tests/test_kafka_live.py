@@ -64,7 +64,10 @@ def test_consumers_follow_a_recorded_lag_aware_plan_cooperatively(spark, broker,
     broker.create_topics({"plan-t": 6})
     broker.produce({("plan-t", p): p for p in range(1, 6)})  # lag p on partition p
     assignors = [SparkAssignAssignor("plan", history, strategy="plan") for _ in range(3)]
-    with ConsumerGroup(broker.bootstrap, "plan", ["plan-t"], 3, assignors=assignors) as group:
+    # a longer session timeout than FAST_GROUP's: on a loaded CI machine a member missed a rebalance
+    # with it (the leader then rightly fell back, as the membership differed from the plan)
+    with ConsumerGroup(broker.bootstrap, "plan", ["plan-t"], 3, assignors=assignors,
+                       session_timeout_ms=15000) as group:
         _flush(assignors)
         first = latest_rebalances(history, ["plan"])["plan"]
         assert first["fallback_reason"].startswith("no generation of group plan")
@@ -88,9 +91,13 @@ def test_consumers_follow_a_recorded_lag_aware_plan_cooperatively(spark, broker,
     from deltalake import DeltaTable
 
     rows = DeltaTable(table_path(history, REBALANCES)).to_pyarrow_table().to_pylist()
-    followed = sorted((r for r in rows if r["generation"] > first["generation"]), key=lambda r: r["generation"])
-    assert len(followed) >= 2 and all(r["plan_generation"] is not None and r["fallback_reason"] is None
-                                      for r in followed)
+    since = sorted((r for r in rows if r["generation"] > first["generation"]), key=lambda r: r["generation"])
+    # the rebalances since the plan follow it (a moved partition withheld while its holder has it:
+    # the holder rule below), the last one included; one that fell back must say the membership
+    # differed (a member that missed it)
+    followed = [r for r in since if r["fallback_reason"] is None]
+    assert all(r["plan_generation"] is not None for r in followed) and followed and followed[-1] == since[-1]
+    assert all(r["fallback_reason"].startswith("membership differs") for r in since if r not in followed)
     for r in rows:
         holder = {(tp["topic"], tp["partition"]): m["member_id"] for m in r["members"] for tp in m["owned"]}
         for m in r["members"]:
