@@ -91,10 +91,15 @@ for group, events in data["groups"].items():
 print(f"{elapsed} {rebalances}")
 """
 
+def default_joins(per_group: int) -> int:
+    """The events that join first when ``--members`` is not given: 60% of them, rounded up."""
+    return -(-per_group * 6 // 10)
+
+
 def events_df(spark, groups: int, per_group: int, strategy: str = "range", joins: int | None = None):
     """``groups`` x ``per_group`` join/leave events, built with spark.range: the
-    first ``joins`` (default 60%) join, then leaves and joins alternate."""
-    joins = -(-per_group * 6 // 10) if joins is None else joins  # ceil(60%)
+    first ``joins`` (default :func:`default_joins`) join, then leaves and joins alternate."""
+    joins = default_joins(per_group) if joins is None else joins
     k = F.col("id") % per_group
     j = k - joins
     kind = F.when(k < joins, F.lit("join")).when(j % 2 == 0, F.lit("leave")).otherwise(F.lit("join"))
@@ -140,7 +145,8 @@ def main(argv=None) -> int:
     if args.tiny:
         args.groups, args.events = 3, 4
     spark = session()
-    events = events_df(spark, args.groups, args.events, args.strategy, args.members).localCheckpoint(eager=True)
+    members = default_joins(args.events) if args.members is None else args.members
+    events = events_df(spark, args.groups, args.events, args.strategy, members).localCheckpoint(eager=True)
     parts = spark.range(args.partitions).select(F.lit("t").alias("topic"), F.col("id").cast("int").alias("partition"))
     history = None
     if args.history:
@@ -154,7 +160,6 @@ def main(argv=None) -> int:
         ours = Timing(time.perf_counter() - t0, generations)
     steps = args.events
     peer = run_peer(events, args.strategy, args.partitions)
-    members = args.members if args.members is not None else -(-args.events * 6 // 10)
     rows = [[f"{args.strategy}: {args.groups} groups x {args.events} events ({members} joins), "
              f"{args.partitions} partitions", generations, fmt_s(ours),
              f"{ours.seconds / steps:.2f} s", jobs.count, f"{jobs.count / steps:.0f}",

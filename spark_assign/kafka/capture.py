@@ -173,7 +173,7 @@ def _capture_groups(admin, wanted: list[str] | None, reset: str, history: str | 
         except client.unsupported_request_error():
             consumer_groups = None
     recorded = latest_rebalances(history, classic) if history is not None and classic else {}
-    groups = [_consumer_described(_Group(g, "consumer"), consumer_groups) if g in kip848
+    groups = [_consumer_described(_Group(g, "consumer"), consumer_groups) if listed.get(g) == "consumer"
               else _described(_Group(g, listed.get(g, "classic")), described.get(g), recorded.get(g)) for g in ids]
     live = [g for g in groups if g.captured]
     steps.append("reading the committed offsets")
