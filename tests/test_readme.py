@@ -29,8 +29,23 @@ def test_ci_runs_the_readme_test_command():
     assert test_cmd in ci
 
 
+@pytest.fixture(scope="module")
+def readme_session(spark):
+    """The README's Python blocks run in order in one namespace, as a reader pastes them,
+    each once: ``ran`` counts the blocks run, ``failed`` names the first that raised."""
+    return {"namespace": {"spark": spark}, "ran": 0, "failed": None}
+
+
 @pytest.mark.parametrize("index", range(len(python_blocks())))
-def test_readme_example_runs(spark, index):
-    namespace = {"spark": spark}
-    for block in python_blocks()[: index + 1]:  # later examples build on earlier ones
-        exec(compile(block, f"README.md[python block {index}]", "exec"), namespace)
+def test_readme_example_runs(readme_session, index):
+    blocks = python_blocks()
+    while readme_session["ran"] <= index:  # later examples build on earlier ones
+        k = readme_session["ran"]
+        readme_session["ran"] = k + 1
+        if readme_session["failed"] is not None:
+            pytest.fail(f"README python block {readme_session['failed']} failed, and block {k} builds on it")
+        try:
+            exec(compile(blocks[k], f"README.md[python block {k}]", "exec"), readme_session["namespace"])
+        except BaseException:
+            readme_session["failed"] = k
+            raise
