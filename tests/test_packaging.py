@@ -29,7 +29,7 @@ def installed(tmp_path_factory):
     environment reads them from the test environment's site-packages (a ``.pth`` line, which
     does not carry over that environment's editable install of the checkout); ``pip check``
     proves that they satisfy every requirement the wheel declares, and the report extra's
-    matplotlib imports beside the wheel's own package."""
+    matplotlib imports (that ``spark_assign`` comes from the wheel, the pipeline test checks)."""
     work = tmp_path_factory.mktemp("wheel")
     built = run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", work / "dist", ROOT], cwd=work)
     assert built.returncode == 0, built.stderr[-2000:]
@@ -45,9 +45,8 @@ def installed(tmp_path_factory):
     assert pip.returncode == 0, pip.stderr[-2000:]
     checked = run([venv / "bin" / "pip", "check"], cwd=work)
     assert checked.returncode == 0, checked.stdout[-2000:]
-    extra = run([venv / "bin" / "python", "-c", "import matplotlib, spark_assign; print(spark_assign.__file__)"],
-                cwd=work)
-    assert extra.returncode == 0 and str(venv) in extra.stdout, extra.stderr[-2000:]
+    extra = run([venv / "bin" / "python", "-c", "import matplotlib"], cwd=work)  # the report extra's dependency
+    assert extra.returncode == 0, extra.stderr[-2000:]
     return wheel, venv, work
 
 
