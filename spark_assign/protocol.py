@@ -81,16 +81,21 @@ def _preferences(members: DataFrame) -> DataFrame:
     return m.select("group_id", "member_id", F.posexplode("assignors").alias("pos", "assignor"))
 
 
+def _eligible(prefs: DataFrame) -> DataFrame:
+    """The rows of ``prefs`` whose assignor every member of the group lists. Windows
+    only, the first over the group: one shuffle, by group, serves them all (a window
+    over the group and another column is clustered by the group already)."""
+    g, ga = Window.partitionBy("group_id"), Window.partitionBy("group_id", "assignor")
+    return (
+        prefs.withColumn("_members", F.size(F.collect_set("member_id").over(g)))
+        .withColumn("_listing", F.size(F.collect_set("member_id").over(ga)))
+        .where(F.col("_listing") == F.col("_members")).drop("_members", "_listing")
+    )
+
+
 def _candidates(prefs: DataFrame) -> DataFrame:
     """The assignors every member of the group lists: group_id, assignor."""
-    w = Window.partitionBy("group_id")
-    sized = prefs.withColumn("n_members", F.size(F.collect_set("member_id").over(w)))
-    return (
-        sized.groupBy("group_id", "assignor", "n_members")
-        .agg(F.countDistinct("member_id").alias("n"))
-        .where(F.col("n") == F.col("n_members"))
-        .select("group_id", "assignor")
-    )
+    return _eligible(prefs).select("group_id", "assignor").distinct()
 
 
 def disagreements(members: DataFrame) -> DataFrame:
@@ -143,20 +148,12 @@ def select_assignor(members: DataFrame, *, validate: bool = True) -> DataFrame:
     m = normalize_members(members)
     if validate:
         check_common_assignor(m)
-    prefs = _preferences(m)
-    cand = _candidates(prefs)
-    eligible = prefs.join(cand, ["group_id", "assignor"], "left_semi")
-    wm = Window.partitionBy("group_id", "member_id").orderBy("pos")
-    votes = (
-        eligible.withColumn("_r", F.row_number().over(wm))
-        .where("_r = 1")
-        .groupBy("group_id", "assignor")
-        .agg(F.count("*").alias("votes"))
-    )
-    rank_sums = eligible.groupBy("group_id", "assignor").agg(F.sum("pos").alias("rank_sum"))
-    scored = cand.join(votes, ["group_id", "assignor"], "left").join(rank_sums, ["group_id", "assignor"]).withColumn(
-        "votes", F.coalesce("votes", F.lit(0)).cast("long")
-    )
+    # each member votes for its first candidate (windows by group, as in _eligible)
+    eligible = _eligible(_preferences(m))
+    ga = Window.partitionBy("group_id", "assignor")
+    first = F.min("pos").over(Window.partitionBy("group_id", "member_id"))
+    scored = eligible.withColumn("_vote", (F.col("pos") == first).cast("long")).select(
+        "group_id", "assignor", F.sum("_vote").over(ga).alias("votes"), F.sum("pos").over(ga).alias("rank_sum"))
     wg = Window.partitionBy("group_id").orderBy(
         F.col("votes").desc(), F.col("rank_sum").asc(), java_order("assignor").asc()
     )

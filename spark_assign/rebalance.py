@@ -103,9 +103,15 @@ class RebalanceResult:
 
 
 def _with_extra(members: DataFrame) -> tuple[DataFrame, list[str], DataFrame | None]:
-    """Normalized members plus the input's extra columns (``protocol`` and others)."""
+    """Normalized members plus the input's extra columns (``protocol`` and others).
+    With extra columns the input is read several times (joined back per member and
+    aggregated per group): it is cut from its lineage first, so that a costly lazy input
+    (a simulation step's members) is planned and computed once."""
     m = normalize_members(members)
     extra = [c for c in members.columns if c not in m.columns]
+    if extra:
+        members = materialize(members, eager=False)
+        m = normalize_members(members)
     if "protocol" not in members.columns:
         m = m.withColumn("protocol", F.lit(None).cast("string"))
         extra_df = members.select(_G, "member_id", *extra) if extra else None

@@ -32,7 +32,7 @@ from pyspark.sql import functions as F
 
 from ..assign import group_protocol_of
 from ..frames import GROUP as _G
-from ..frames import union_all
+from ..frames import per_group, union_all
 from ..inputs import OWNED_TYPE, normalize_partitions
 from ..lineage import materialize_state
 from ..options import strategy_options
@@ -195,12 +195,12 @@ def replay(events: DataFrame, partitions: DataFrame, *, strategy, protocol_rule,
     for k in range(1, max(per_step, default=0) + 1):
         log.info("simulate: step %d of %d", k, max(per_step))
         sk = steps.where(F.col("step") == k)
-        step = Step(k, per_step.get(k), sk, e.join(sk.select(_G, "at"), [_G, "at"], "left_semi"),
+        step = Step(k, per_step.get(k), sk, e.join(per_group(sk.select(_G, "at")), [_G, "at"], "left_semi"),
                     roster_rows.where(F.col("step") == k))
         _update_metadata(state, step)
         owned_now, departed, released = _carry_ownership(state, step, dep_kinds, any_delay)
         flags = _rebalance_flags(step, departed, released)
-        rb_groups = flags.where("rebalanced").select(_G)
+        rb_groups = per_group(flags.where("rebalanced").select(_G))
         new_owned = owned_now.join(rb_groups, _G, "left_anti")
         # a step whose events call for a rebalance has groups to rebalance; otherwise only
         # departures or released partitions may call for one (that action stores the flags)
@@ -208,7 +208,7 @@ def replay(events: DataFrame, partitions: DataFrame, *, strategy, protocol_rule,
             new_owned = new_owned.unionByName(_rebalance_step(
                 state, step, flags, rb_groups, owned_now, departed, out, protocol_rule=protocol_rule,
                 max_rounds=max_rounds, keep_rows=keep_rows, options=options))
-        state.owned = materialize_state(state.owned.join(sk.select(_G), _G, "left_anti").unionByName(new_owned))
+        state.owned = materialize_state(state.owned.join(per_group(sk.select(_G)), _G, "left_anti").unionByName(new_owned))
         out.steps.append(materialize_state(_step_stats(flags, step.roster, state.meta, state.owned)))
 
     gens = union_all(out.generations) if out.generations else spark.createDataFrame([], SIMULATION_SCHEMA)
@@ -272,7 +272,7 @@ def _carry_ownership(state: ReplayState, step: Step, dep_kinds: DataFrame,
     the departed ones are held until their deadline, and expired deadlines release them.
     Returns ``(owned now, departed, released)``, lazy plans over the stored state."""
     sk, roster = step.groups, step.roster
-    ok = state.owned.join(sk.select(_G), _G, "left_semi")
+    ok = state.owned.join(per_group(sk.select(_G)), _G, "left_semi")
     in_roster = roster.select(_G, "member_id")
     stay = ok.join(in_roster, [_G, "member_id"], "left_semi")
     gone = ok.join(in_roster, [_G, "member_id"], "left_anti")
@@ -283,7 +283,8 @@ def _carry_ownership(state: ReplayState, step: Step, dep_kinds: DataFrame,
     departed = gone.join(inherited.select(_G, "topic", "partition"), [_G, "topic", "partition"], "left_anti")
     departed = departed.join(dep_kinds.where(F.col("step") == step.k).drop("step"), [_G, "member_id"], "left")
     # delayed resolution: returns take their partitions back, deadlines release them
-    hk = state.held.join(sk.select(_G, "at", "_delay"), _G)
+    at_delay = per_group(sk.select(_G, "at", "_delay"))
+    hk = state.held.join(at_delay, _G)
     back = hk.join(roster.select(_G, F.col("member_id").alias("_rm"), F.col("group_instance_id").alias("_riid")),
                    [_G]).where((F.col("_rm") == F.col("member_id")) | (F.col("_riid") == F.col("group_instance_id")))
     back = back.select(_G, F.col("_rm").alias("member_id"), F.col("_riid").alias("group_instance_id"),
@@ -293,11 +294,11 @@ def _carry_ownership(state: ReplayState, step: Step, dep_kinds: DataFrame,
     if any_delay:
         new_held = (
             hk_rest.where(F.col("deadline") > F.col("at")).select(state.held.columns)
-            .unionByName(departed.join(sk.select(_G, "at", "_delay"), _G).where(F.col("_delay") > 0).select(
+            .unionByName(departed.join(at_delay, _G).where(F.col("_delay") > 0).select(
                 _G, "member_id", "group_instance_id", "topic", "partition",
                 (F.col("at") + F.col("_delay")).alias("deadline")))
         )
-        state.held = materialize_state(state.held.join(sk.select(_G), _G, "left_anti").unionByName(new_held))
+        state.held = materialize_state(state.held.join(per_group(sk.select(_G)), _G, "left_anti").unionByName(new_held))
     # a lazy plan over stored state, read by the rebalance's members and by the stored owned state
     return stay.unionByName(inherited).unionByName(back), departed, released
 
@@ -307,7 +308,7 @@ def _rebalance_flags(step: Step, departed: DataFrame, released: DataFrame) -> Da
     partitions were released or departed (stored by the first action that reads it)."""
     rel = released.select(_G).distinct().withColumn("_rel", F.lit(True))
     dep = departed.select(_G).distinct().withColumn("_dep", F.lit(True))
-    flags = step.groups.join(rel, _G, "left").join(dep, _G, "left").withColumn(
+    flags = step.groups.join(per_group(rel), _G, "left").join(per_group(dep), _G, "left").withColumn(
         "rebalanced", F.col("triggers") | F.col("_rel").isNotNull() | F.col("_dep").isNotNull())
     return materialize_state(flags.select(_G, "at", "step", "kinds", "rebalanced", "_rule", "_gp", "_hb",
                                           "_strategy"), eager=False)
@@ -333,12 +334,12 @@ def _rebalance_step(state: ReplayState, step: Step, flags: DataFrame, rb_groups:
     r = rebalance(members, scoped_parts, lags=scoped_lags, protocol_rule=protocol_rule, max_rounds=max_rounds,
                   unavailable=unavailable, departed=dep_rows, validate=False, **options)
     last = r.summary.groupBy(_G).agg(F.max_by(F.struct("generation", "protocol"), "round").alias("_l"))
-    state.groups = materialize_state(state.groups.join(last.select(_G), _G, "left_anti").unionByName(
+    state.groups = materialize_state(state.groups.join(per_group(last.select(_G)), _G, "left_anti").unionByName(
         last.select(_G, F.col("_l.generation").alias("generation"), F.col("_l.protocol").alias("protocol"))))
     # a consumer group's hand-over comes one heartbeat after its group epoch
     at = F.col("at") + F.when(F.col("_gp") == "consumer", (F.col("round") - 1) * F.col("_hb")).otherwise(0)
     out.generations.append(materialize_state(r.summary.join(
-        flags.select(_G, "at", "step", "kinds", "_gp", "_hb"), _G).select(
+        per_group(flags.select(_G, "at", "step", "kinds", "_gp", "_hb")), _G).select(
         _G, "generation", "round", "step", F.timestamp_millis(at).alias("at"),
         F.col("kinds").alias("event_kinds"), F.col("assignor").alias("strategy"), "protocol", "members",
         "assigned", (F.col("pending") + F.col("unavailable")).alias("unassigned"), "moved", "revoked", "lost")))
@@ -370,9 +371,9 @@ def _members_for(roster: DataFrame, owned: DataFrame, group_state: DataFrame, fl
     o = owned.groupBy(_G, "member_id").agg(F.array_sort(F.collect_list(
         F.struct(scope("topic").alias("topic"), F.col("partition").cast("int").alias("partition")))).alias("_o"))
     return (
-        roster.join(o, [_G, "member_id"], "left").join(group_state, _G, "left")
-        .join(flags.select(_G, F.col("_rule").alias("protocol_rule"), F.col("_gp").alias("group_protocol"),
-                           F.when(F.col("_gp") == "consumer", F.col("_strategy")).alias("remote_assignor")), _G)
+        roster.join(o, [_G, "member_id"], "left").join(per_group(group_state), _G, "left")
+        .join(per_group(flags.select(_G, F.col("_rule").alias("protocol_rule"), F.col("_gp").alias("group_protocol"),
+                           F.when(F.col("_gp") == "consumer", F.col("_strategy")).alias("remote_assignor"))), _G)
         .select(
             _G, "member_id", "group_instance_id", "rack",
             F.transform(F.coalesce("topics", F.array().cast("array<string>")),
@@ -391,7 +392,7 @@ def _step_stats(flags: DataFrame, roster: DataFrame, meta: DataFrame, owned: Dat
     (owned by members away: crashed, or left statically, not yet expired)."""
     subs = roster.select(_G, F.explode("topics").alias("topic")).distinct().join(meta, [_G, "topic"])
     total = subs.groupBy(_G).agg(F.sum("partitions").alias("_total"))
-    o = owned.join(flags.select(_G), _G, "left_semi").join(subs.select(_G, "topic"), [_G, "topic"], "left_semi")
+    o = owned.join(per_group(flags.select(_G)), _G, "left_semi").join(subs.select(_G, "topic"), [_G, "topic"], "left_semi")
     away = roster.where(F.col("status") == "away").select(_G, "member_id")
     cnt = o.groupBy(_G).agg(F.count("*").alias("_owned"))
     idle = o.join(away, [_G, "member_id"], "left_semi").groupBy(_G).agg(F.count("*").alias("_idle"))
