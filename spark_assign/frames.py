@@ -14,14 +14,15 @@ GROUP = "group_id"
 TP = ["topic", "partition"]
 
 
-def union_all(dfs: Sequence[DataFrame]) -> DataFrame:
-    """The rows of ``dfs`` (at least one frame, matched by column name) in one DataFrame.
+def union_all(dfs: Sequence[DataFrame], *, allow_missing: bool = False) -> DataFrame:
+    """The rows of ``dfs`` (at least one frame, matched by column name) in one DataFrame;
+    ``allow_missing``: a column missing from some frames is null in their rows.
 
     >>> union_all([round1, round2])  # doctest: +SKIP
     """
     out = dfs[0]
     for df in dfs[1:]:
-        out = out.unionByName(df)
+        out = out.unionByName(df, allowMissingColumns=allow_missing)
     return out
 
 

@@ -209,7 +209,8 @@ def rebalance(
     while True:
         rnd = len(rounds) + 1
         state = state.withColumn("_gen", (F.col("_base") + F.lit(rnd)).cast("int"))
-        r = run_round(prep, state, rnd, rounds[-1].assignment if rounds else None, targets, lags=lags,
+        runs = rounds[-1].pending_runs if rounds else prep.runs  # later rounds: the pending groups' assignors
+        r = run_round(prep, state, rnd, runs, rounds[-1].assignment if rounds else None, targets, lags=lags,
                        run_options=run_options, departed=departed if rnd == 1 else None)
         rounds.append(r)
         if check:
@@ -225,13 +226,13 @@ def rebalance(
         pending_groups = r.summary.where("pending > 0").select(_G)
         done = state.join(pending_groups, _G, "left_anti").select(_G).distinct()
         r.final = r.assignment.join(done, _G, "left_semi")
-        if rnd >= max_rounds or not r.any_pending:
+        if rnd >= max_rounds or not r.pending_runs:
             r.final = r.assignment  # groups still pending at the bound keep their last round
             break
         state = next_round_state(state, r.assignment, pending_groups)
 
     per_round = union_all([r.summary for r in rounds])  # with ``_moved_gen``, for the history
-    summary = per_round.drop("_moved_gen")
+    summary = per_round.drop("_moved_gen", "_run")
     final = union_all([r.final for r in rounds if r.final is not None]).select(_G, "member_id", *_TP)
     if check:  # each group's final assignment complete, unless still pending at the bound
         still = summary.where(F.col("round") == len(rounds)).where("pending > 0").select(_G)

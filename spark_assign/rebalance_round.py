@@ -15,11 +15,12 @@ from pyspark.sql import functions as F
 from .assign import assign
 from .frames import GROUP as _G
 from .frames import TP as _TP
-from .frames import owned_lists, union_all
+from .frames import owned_lists, per_group, union_all
 from .inputs import OWNED_TYPE, normalize_members
 from .lineage import materialize, materialize_state
 from .protocol import COOPERATIVE, EAGER
 from .reconcile import SERVER_RUN, reconciliation_round
+from .strategies.sticky import sticky_assignment
 
 
 @dataclass
@@ -53,14 +54,15 @@ class Prepared:
 
 @dataclass
 class Round:
-    """One round: its assignment, revocations and summary (``any_pending``: some group
-    still has partitions to hand out); ``final``: the rows of the groups it ends;
-    ``members``: the round's members, to record."""
+    """One round: its assignment, revocations and summary (``pending_runs``: the
+    assignors to run of the groups that still have partitions to hand out, the next
+    round's runs); ``final``: the rows of the groups it ends; ``members``: the round's
+    members, to record."""
 
     assignment: DataFrame
     revocations: DataFrame
     summary: DataFrame
-    any_pending: bool
+    pending_runs: list[str]
     final: DataFrame | None = None
     members: DataFrame | None = None
 
@@ -75,23 +77,83 @@ def _owned_rows(members: DataFrame, partitions: DataFrame, *columns: str) -> Dat
     )
 
 
-def run_round(prep: Prepared, state: DataFrame, rnd: int, prev_a: DataFrame | None, targets: dict[str, DataFrame],
-               *, lags: DataFrame | None, run_options: dict[str, dict[str, Any]],
-               departed: DataFrame | None) -> Round:
+#: the runs one sticky assignment serves together: the client sticky assignors (the
+#: cooperative groups withhold the partitions changing owner) and the broker's uniform
+#: (its target: the sticky assignment with no generations and no racks)
+STICKY_FAMILY = ("sticky", "cooperative-sticky", SERVER_RUN + "uniform")
+
+
+def sticky_runs(runs: list[str], rnd: int, run_options: dict[str, dict[str, Any]]) -> list[str]:
+    """The runs of ``runs`` that one sticky assignment serves in round ``rnd``: at least
+    two of :data:`STICKY_FAMILY` with the same options (the broker's uniform takes none:
+    it joins when the member order is Kafka's default; it computes a target in round 1
+    only), else none. Each distinct assignor call costs a fixed set of Spark jobs whatever
+    its groups, so the family runs as one.
+
+    >>> sticky_runs(["consumer:uniform", "cooperative-sticky", "range"], 1, {})
+    ['consumer:uniform', 'cooperative-sticky']
+    """
+    family = [r for r in runs if r in STICKY_FAMILY and (rnd == 1 or not r.startswith(SERVER_RUN))]
+    client = [run_options.get(r, {}) for r in family if not r.startswith(SERVER_RUN)]
+    if any(o != client[0] for o in client[1:]):
+        return []
+    if client and client[0].get("member_order", "member_id") != "member_id":
+        family = [r for r in family if not r.startswith(SERVER_RUN)]
+    return family if len(family) > 1 else []
+
+
+def _sticky_together(state: DataFrame, p: DataFrame, together: list[str], rnd: int, targets: dict[str, DataFrame],
+                     run_options: dict[str, dict[str, Any]], columns: list[str]) -> list[DataFrame]:
+    """The assignment of the groups of the runs ``together`` (:func:`sticky_runs`) by one
+    sticky assignment: the cooperative groups withhold the partitions changing owner, the
+    consumer groups' part is their group epoch's target (:func:`reconciliation_round`)."""
+    consumer = F.col("_run").startswith(SERVER_RUN)  # the broker's uniform: no generations, no racks
+    sm = state.where(F.col("_run").isin(*together)).select(*[
+        F.when(~consumer, F.col(c)).alias(c) if c in ("generation", "rack") else c for c in columns])
+    coop = (per_group(state.where(F.col("_run") == "cooperative-sticky").select(_G).distinct())
+            if "cooperative-sticky" in together else False)
+    opts = next((run_options.get(r, {}) for r in together if not r.startswith(SERVER_RUN)), {})
+    # the inputs materialized as assign() does (the assignment reads them many times)
+    sm, sp = materialize(normalize_members(sm), eager=False), materialize(p, eager=False)
+    rows = sticky_assignment(sm, sp, cooperative=coop, **opts)
+    servers = [r for r in together if r.startswith(SERVER_RUN)]
+    if not servers:
+        return [rows]
+    rows = materialize(rows, eager=False)  # read by the classic groups' part and by the targets: computed once
+    parts = [rows.join(per_group(state.where(consumer).select(_G).distinct()), _G, "left_anti")]
+    for name in servers:
+        groups = per_group(state.where(F.col("_run") == name).select(_G).distinct())
+        parts.append(reconciliation_round(name, state.where(F.col("_run") == name).select(*columns), p, rnd,
+                                          targets, target=rows.join(groups, _G, "left_semi")))
+    return parts
+
+
+def run_round(prep: Prepared, state: DataFrame, rnd: int, runs: list[str], prev_a: DataFrame | None,
+              targets: dict[str, DataFrame], *, lags: DataFrame | None, run_options: dict[str, dict[str, Any]],
+              departed: DataFrame | None) -> Round:
     """Round ``rnd`` over the groups of ``state`` (with ``_gen``, the round's generation):
-    the assignment (one distributed call per assignor to run), the revocations
-    (``departed``: added to them, in the first round) and the summary (one action, which
-    also tells whether some group is still pending)."""
+    the assignment (one distributed call per assignor in ``runs``, the sticky family's in
+    one: :func:`sticky_runs`), the revocations (``departed``: added to them, in the first
+    round) and the summary (one action, which also lists the runs still pending)."""
     p = prep.partitions
     owned = _owned_rows(state, prep.all_partitions, "_proto", "_gproto", "_rule", "protocol", "_gen")
+    columns = normalize_members(state).columns
     parts = []
-    for name in prep.runs:
-        sm = state.where(F.col("_run") == name).select(*normalize_members(state).columns)
+    together = sticky_runs(runs, rnd, run_options)
+    if together:
+        parts.extend(_sticky_together(state, p, together, rnd, targets, run_options, columns))
+    for name in runs:
+        if name in together:
+            continue
+        sm = state.where(F.col("_run") == name).select(*columns)
         if name.startswith(SERVER_RUN):  # KIP-848: the group epoch's target, then its hand-over
             parts.append(reconciliation_round(name, sm, p, rnd, targets))
             continue
         glags = lags.join(sm.select(_G).distinct(), _G, "left_semi") if lags is not None else None
         parts.append(assign(sm, p, name, lags=glags, validate=False, **run_options.get(name, {})))
+    if not parts:  # no group to assign (a round always has some: a guard for empty input)
+        parts.append(state.select(_G, "member_id", F.lit(None).cast("string").alias("topic"),
+                                  F.lit(None).cast("int").alias("partition")).limit(0))
     round_gens = state.select(_G, "_gen").distinct()  # one row per group
     a = materialize(union_all(parts).join(round_gens, _G).select(
         _G, F.col("_gen").alias("generation"), F.lit(rnd).alias("round"), "member_id", *_TP))
@@ -114,50 +176,65 @@ def run_round(prep: Prepared, state: DataFrame, rnd: int, prev_a: DataFrame | No
         )
     rev = materialize(rev)
     s = round_summary(prep, state, a, rev, rnd, prev_a)
-    # one action computes and stores the summary and tells whether some group is pending
-    any_pending = bool(s.agg(F.max(F.col("pending") > 0)).first()[0])  # type: ignore[index]  # a global aggregate: one row
-    return Round(assignment=a, revocations=rev, summary=s, any_pending=any_pending)
+    # one action computes and stores the summary and lists the runs of the groups still pending
+    pending = s.agg(F.collect_set(F.when(F.col("pending") > 0, F.col("_run")))).first()[0]  # type: ignore[index]  # a global aggregate: one row
+    return Round(assignment=a, revocations=rev, summary=s, pending_runs=sorted(pending))
 
 
 def round_summary(prep: Prepared, state: DataFrame, a: DataFrame, rev: DataFrame, rnd: int,
                    prev_a: DataFrame | None) -> DataFrame:
-    """Per group of the round: :data:`SUMMARY_COLUMNS` and ``_moved_gen``, the partitions
-    held by another member in the previous generation, where known (stored by the first
-    action that reads it)."""
+    """Per group of the round: :data:`SUMMARY_COLUMNS`, ``_moved_gen``, the partitions
+    held by another member in the previous generation, where known, and ``_run``, the
+    assignor the group ran (stored by the first action that reads it)."""
     # pending: subscribed partitions (not held out) left unassigned this round. The
     # assignment holds each partition at most once and only for a subscriber (the
     # assignors' contract, checked with ``check``), so it is the subscribed count
-    # (prep.needed) less the assigned count
-    # the owner before this round: before the rebalance in round 1, else the last
-    # round's assignment (the members' owned lists of a follow-up round)
+    # (prep.needed) less the assigned count.
+    # moved: from the owner before this round (before the rebalance in round 1, else the
+    # last round's assignment, the members' owned lists of a follow-up round);
     # ``_moved_gen``: since the previous generation (the last round's, or in round 1 the
-    # latest recorded when the owned lists are that generation), for the history
+    # latest recorded when the owned lists are that generation), for the history.
+    # One aggregation by partition gives each assigned partition its owners, one by group
+    # sums everything: 2 shuffles, where per-group aggregates joined back took a dozen
+    tp = [_G, *_TP]
+    none = F.lit(None).cast("string")
+    fo = prep.first_owner
+    sides = [a.select(*tp, F.col("member_id").alias("_a"), none.alias("_prev"), none.alias("_first"),
+                      none.alias("_first_id")),
+             fo.select(*tp, none.alias("_a"), none.alias("_prev"), "_first",
+                       (F.col("_first_id") if "_first_id" in fo.columns else none).alias("_first_id"))]
+    if prev_a is not None:
+        sides.append(prev_a.select(*tp, none.alias("_a"), F.col("member_id").alias("_prev"), none.alias("_first"),
+                                   none.alias("_first_id")))
+    owners = union_all(sides).groupBy(*tp).agg(
+        *[F.max(c).alias(c) for c in ("_a", "_prev", "_first", "_first_id")]).where(F.col("_a").isNotNull())
     if prev_a is None:
-        since_latest = (F.count(F.when(F.coalesce("_first_id", "_first") != F.col("member_id"), 1))
-                        if prep.owned_is_latest else F.lit(None))
-        moved = a.join(prep.first_owner, [_G, *_TP], "left").groupBy(_G).agg(
-            F.count(F.when(F.col("_first") != F.col("member_id"), 1)).alias("moved"), since_latest.alias("_moved_gen"))
+        moved = F.col("_first") != F.col("_a")
+        moved_gen = (F.coalesce("_first_id", "_first") != F.col("_a")) if prep.owned_is_latest else None
     else:
-        moved = (
-            a.join(prev_a.select(_G, *_TP, F.col("member_id").alias("_prev")), [_G, *_TP], "left")
-            .join(prep.first_owner, [_G, *_TP], "left")
-            .groupBy(_G).agg(F.count(F.when(F.coalesce("_prev", "_first") != F.col("member_id"), 1)).alias("moved"),
-                             F.count(F.when(F.col("_prev") != F.col("member_id"), 1)).alias("_moved_gen")))
-    counts = a.groupBy(_G).agg(F.count("*").alias("assigned"))
-    revc = rev.groupBy(_G).agg(
-        F.count(F.when(F.col("kind") == "revoked", 1)).alias("revoked"),
-        F.count(F.when(F.col("kind") == "lost", 1)).alias("lost"),
-    )
-    groups = state.groupBy(_G, "assignor", "votes", F.col("_gproto").alias("protocol"), "_gen").agg(
-        F.count("*").alias("members"))
-    s = groups.join(counts, _G, "left").join(prep.needed, _G, "left").join(revc, _G, "left").join(moved, _G, "left")
+        moved = F.coalesce("_prev", "_first") != F.col("_a")
+        moved_gen = F.col("_prev") != F.col("_a")
+    flag = lambda c: F.when(c, 1).otherwise(0)  # noqa: E731
+    rows = union_all([
+        owners.select(_G, F.lit(1).alias("assigned"), flag(moved).alias("moved"),
+                      (flag(moved_gen) if moved_gen is not None else F.lit(None).cast("int")).alias("_moved_gen")),
+        rev.select(_G, flag(F.col("kind") == "revoked").alias("revoked"), flag(F.col("kind") == "lost").alias("lost")),
+        state.select(_G, F.lit(1).alias("_member"), "assignor", "votes", F.col("_gproto").alias("protocol"), "_gen",
+                     "_run"),
+        prep.needed.select(_G, "_needed", "unavailable"),
+    ], allow_missing=True)
+    constant = ("assignor", "votes", "protocol", "_gen", "_run", "_needed", "unavailable")  # one value per group
+    s = rows.groupBy(_G).agg(
+        F.sum("_member").alias("members"), *[F.max(c).alias(c) for c in constant],
+        *[F.sum(c).alias(c) for c in ("assigned", "moved", "_moved_gen", "revoked", "lost")],
+    ).where(F.col("members") > 0)  # the groups of this round
     s = s.withColumn("pending", F.coalesce("_needed", F.lit(0)) - F.coalesce("assigned", F.lit(0)))
     return materialize_state(s.select(
         _G, F.lit(rnd).alias("round"), F.col("_gen").alias("generation"), "assignor",
         F.col("votes").cast("long").alias("votes"), "protocol", F.col("members").cast("long").alias("members"),
         *[F.coalesce(c, F.lit(0)).cast("long").alias(c) for c in
           ("assigned", "pending", "unavailable", "revoked", "lost", "moved")],
-        F.col("_moved_gen").cast("long").alias("_moved_gen"),
+        F.col("_moved_gen").cast("long").alias("_moved_gen"), "_run",
     ), eager=False)
 
 

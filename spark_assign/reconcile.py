@@ -67,14 +67,16 @@ def mark_consumer_groups(m: DataFrame) -> DataFrame:
 
 
 def reconciliation_round(run: str, members: DataFrame, partitions: DataFrame, rnd: int,
-                         targets: dict[str, DataFrame]) -> DataFrame:
+                         targets: dict[str, DataFrame], target: DataFrame | None = None) -> DataFrame:
     """The assignment of consumer groups (``members``, normalized, all running the
     broker's assignor ``run``) in round ``rnd``: round 1 computes and keeps the target
-    (in ``targets``) and hands out what nobody else holds; later rounds hand out the
-    rest of the target. Returns ``group_id, member_id, topic, partition``."""
+    (in ``targets``; ``target``: computed by the caller, with other groups' assignment)
+    and hands out what nobody else holds; later rounds hand out the rest of the target.
+    Returns ``group_id, member_id, topic, partition``."""
     if rnd == 1:
-        targets[run] = materialize_state(assign(
-            members, partitions, run[len(SERVER_RUN):], group_protocol="consumer", validate=False), eager=False)
+        if target is None:
+            target = assign(members, partitions, run[len(SERVER_RUN):], group_protocol="consumer", validate=False)
+        targets[run] = materialize_state(target, eager=False)
         # a partition goes now unless another member still holds it (it revokes it this round)
         return without_transfers(targets[run], partition_claims(members, partitions, subscribed_only=False))
     # the next heartbeat: the previous owners have revoked, the target is reached

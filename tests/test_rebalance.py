@@ -4,7 +4,9 @@ import pytest
 from casetable import assert_assignment_equal, expected, inputs, load_cases
 from pyspark.sql import functions as F
 
+from spark_assign import assign
 from spark_assign.errors import NoCommonAssignorError
+from spark_assign.frames import union_all
 from spark_assign.history import AssignmentHistory
 from spark_assign.properties import check_assignment, cooperative_violations
 from spark_assign.rebalance import rebalance
@@ -85,3 +87,26 @@ def test_cooperative_sticky_under_eager_and_moves(spark):
         got = sorted((s["round"], s.protocol, s.revoked, s.pending, s.moved) for s in r.summary.collect())
         assert got == rounds, (rule, got)
         assert {(a.member_id, a.partition) for a in r.final.collect()} == expected_final, rule
+
+
+def test_sticky_family_in_one_call(spark):
+    """A round runs sticky, cooperative-sticky and the broker's uniform as one sticky
+    assignment (``sticky_runs``): each group gets what its own assignor gives it alone.
+    Every case three times: a sticky group, a cooperative-sticky one and a consumer group
+    (claims in several generations, uniform and general subscriptions, racks)."""
+    cases = load_cases("cooperative/holders.yaml", "sticky/kafka_rack_uniform.yaml")
+    members, partitions = inputs(spark, cases)
+    copies = {"sticky": ("sticky", "classic"), "coop": ("cooperative-sticky", "classic"),
+              "uniform": ("uniform", "consumer")}
+    per_copy = {k: members.withColumn("group_id", F.concat("group_id", F.lit("#" + k))).withColumn(
+        "assignors", F.array(F.lit(s))) for k, (s, _) in copies.items()}
+    together = union_all([m.withColumn("group_protocol", F.lit(copies[k][1])) for k, m in per_copy.items()])
+    r = rebalance(together, partitions)
+    of = lambda df, k: df.where(F.col("group_id").endswith("#" + k))  # noqa: E731
+    # sticky (EAGER: one round) and cooperative-sticky's first round: their assignors alone
+    first = r.assignments.where("round = 1")
+    for k in ("sticky", "coop"):
+        assert_assignment_equal(of(first, k), assign(per_copy[k], partitions, copies[k][0]))
+    # the consumer groups end at the broker's target: the uniform assignor alone
+    assert_assignment_equal(of(r.final, "uniform"), assign(per_copy["uniform"], partitions, "uniform"))
+    assert {s.group_id.split("#")[1] for s in r.summary.where("round = 2").collect()} <= {"coop", "uniform"}

@@ -132,8 +132,9 @@ class ReplayState:
 @dataclass
 class Step:
     """Step ``k``: its per-step flags (any group growing a topic, changing lags, called to
-    rebalance by its events; None without such groups), the groups with an event at
-    it (``groups``: one row per group, with its time and settings), their events and rosters."""
+    rebalance by its events, every group called to; None without such groups), the
+    groups with an event at it (``groups``: one row per group, with its time and
+    settings), their events and rosters."""
 
     k: int
     flags: Row | None
@@ -169,9 +170,10 @@ def replay(events: DataFrame, partitions: DataFrame, *, strategy, protocol_rule,
                     delay_ms=scheduled_rebalance_max_delay_ms, group_protocol=group_protocol,
                     heartbeat_ms=heartbeat_interval_ms)
     p0 = normalize_partitions(partitions)
+    # ordered and stored first: the validation's checks read the events a dozen times
+    e = materialize_state(ordered(e))
     if validate:
         validate_events(e, p0)
-    e = materialize_state(ordered(e))
     timeline = materialize_state(member_timeline(e))
     cfg = e.select(_G, *CONFIG_COLUMNS).distinct()
     steps = materialize_state(steps_of(e, synthetic_events(e, timeline)).join(cfg, _G))
@@ -187,7 +189,8 @@ def replay(events: DataFrame, partitions: DataFrame, *, strategy, protocol_rule,
     has = lambda kind: F.array_contains(F.split("kinds", ","), kind)  # noqa: E731
     per_step = {r.step: r for r in steps.groupBy("step").agg(
         F.bool_or(has("partitions_added")).alias("grow"), F.bool_or(has("lag_change")).alias("lag"),
-        F.bool_or("triggers").alias("triggers"), F.bool_or(F.col("_delay") > 0).alias("delay")).collect()}
+        F.bool_or("triggers").alias("triggers"), F.bool_and("triggers").alias("all_trigger"),
+        F.bool_or(F.col("_delay") > 0).alias("delay")).collect()}
     # without delayed resolution anywhere nothing is ever held: the held state stays empty
     any_delay = any(r.delay for r in per_step.values())
     state = _initial_state(e, p0, lags)
@@ -270,7 +273,8 @@ def _carry_ownership(state: ReplayState, step: Step, dep_kinds: DataFrame,
     """Phase 2: owners no longer in the group depart (a static member's replacement
     inherits); under delayed resolution, returning members take their partitions back,
     the departed ones are held until their deadline, and expired deadlines release them.
-    Returns ``(owned now, departed, released)``, lazy plans over the stored state."""
+    Returns ``(owned now, departed, released)``, lazy plans over the stored state (the
+    departed partitions stored by their first reader)."""
     sk, roster = step.groups, step.roster
     ok = state.owned.join(per_group(sk.select(_G)), _G, "left_semi")
     in_roster = roster.select(_G, "member_id")
@@ -282,6 +286,8 @@ def _carry_ownership(state: ReplayState, step: Step, dep_kinds: DataFrame,
         _G, F.col("_heir").alias("member_id"), F.col("_hiid").alias("group_instance_id"), "topic", "partition")
     departed = gone.join(inherited.select(_G, "topic", "partition"), [_G, "topic", "partition"], "left_anti")
     departed = departed.join(dep_kinds.where(F.col("step") == step.k).drop("step"), [_G, "member_id"], "left")
+    # read by the held state, the flags and the rebalance: stored by the first of them
+    departed = materialize_state(departed, eager=False)
     # delayed resolution: returns take their partitions back, deadlines release them
     at_delay = per_group(sk.select(_G, "at", "_delay"))
     hk = state.held.join(at_delay, _G)
@@ -305,7 +311,11 @@ def _carry_ownership(state: ReplayState, step: Step, dep_kinds: DataFrame,
 
 def _rebalance_flags(step: Step, departed: DataFrame, released: DataFrame) -> DataFrame:
     """Phase 3: per group of the step, whether it rebalances: its events call for it, or
-    partitions were released or departed (stored by the first action that reads it)."""
+    partitions were released or departed (stored by the first action that reads it). When
+    the events of every group of the step call for one, the step's groups as they are."""
+    if step.flags is not None and step.flags.all_trigger:  # nothing to look up
+        return step.groups.select(_G, "at", "step", "kinds", F.lit(True).alias("rebalanced"), "_rule", "_gp", "_hb",
+                                  "_strategy")
     rel = released.select(_G).distinct().withColumn("_rel", F.lit(True))
     dep = departed.select(_G).distinct().withColumn("_dep", F.lit(True))
     flags = step.groups.join(per_group(rel), _G, "left").join(per_group(dep), _G, "left").withColumn(

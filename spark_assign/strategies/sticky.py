@@ -71,14 +71,16 @@ def sticky_assignment(
     members: DataFrame,
     partitions: DataFrame,
     *,
-    cooperative: bool,
+    cooperative: bool | DataFrame,
     rack_aware="auto",
     member_order: str = "member_id",
     topic_sizes: DataFrame | None = None,
 ) -> DataFrame:
     """The sticky assignment of every group in ``members`` (normalized members and
     partitions); with ``cooperative``, without the partitions changing owner
-    (:func:`spark_assign.owned.without_transfers`). ``topic_sizes``: the partitions'
+    (:func:`spark_assign.owned.without_transfers`); ``cooperative`` may also be a frame of
+    the ``group_id`` s that withhold them (the others assign as ``sticky``: one call serves
+    groups of both kinds, as a rebalance round runs them). ``topic_sizes``: the partitions'
     :func:`spark_assign.inputs.topic_sizes`, materialized (counted here when None).
     Returns ``group_id, member_id, topic, partition``.
 
@@ -122,9 +124,13 @@ def sticky_assignment(
     racks = bool(paths["general_racks"])
     other = assign_general(general, partitions, owned, rack_aware=rack_aware is not False and racks,
                            topic_sizes=topic_sizes)
-    if cooperative and claims is not None:
+    if cooperative is not False and claims is not None:
         # the holders: every listed partition, also of a topic the member no longer subscribes to
-        other = without_transfers(other, partition_claims(general, partitions, subscribed_only=False))
+        # (only in the cooperative groups: a partition nobody holds is never withheld)
+        holders = partition_claims(general, partitions, subscribed_only=False)
+        if isinstance(cooperative, DataFrame):
+            holders = holders.join(F.broadcast(cooperative.select(_G).distinct()), _G, "left_semi")
+        other = without_transfers(other, holders)
     other = other.select(*ASSIGNMENT_COLUMNS)
     return other if result is None else result.unionByName(other)
 

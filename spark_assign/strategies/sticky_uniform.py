@@ -212,7 +212,7 @@ def assign_uniform(
     *,
     rack_aware="auto",
     member_order: str = "member_id",
-    cooperative: bool = False,
+    cooperative: bool | DataFrame = False,
     racks: bool,
     layout: DataFrame | None = None,
     per_partition: bool = False,
@@ -220,7 +220,8 @@ def assign_uniform(
     """The constrained sticky assignment of every group in ``members`` (all
     members of a group subscribe to the same topics; normalized members and
     partitions). With ``cooperative``, partitions another member still holds are
-    left out (Kafka's ``partitionsTransferringOwnership``). ``racks``: whether
+    left out (Kafka's ``partitionsTransferringOwnership``); ``cooperative`` may also be a
+    frame of the ``group_id`` s whose round does so (one call for groups of both kinds). ``racks``: whether
     some member has a rack (:func:`.sticky.sticky_assignment` reads it from the group kinds).
     ``layout``: the groups' :func:`group_layout` over materialized inputs (computed
     and materialized here when None).
@@ -309,9 +310,13 @@ def assign_uniform(
     # -- 2. the unassigned partitions dealt to the members below their quotas -------------
     mem = union_all(mems)
     filled = _deal(mem, union_all(unassigned), use_racks)
-    if cooperative:
-        # a partition another member still holds changes owner next round
-        filled = filled.where(free_to_take(F.col("holder"), F.col("co_holder"), F.col("m_rank")))
+    # a partition another member still holds changes owner next round
+    free = free_to_take(F.col("holder"), F.col("co_holder"), F.col("m_rank"))
+    if isinstance(cooperative, DataFrame):  # the cooperative groups only
+        coop = F.broadcast(cooperative.select(_G).distinct().withColumn("_coop", F.lit(True)))
+        filled = filled.join(coop, _G, "left").where(F.col("_coop").isNull() | free)
+    elif cooperative:
+        filled = filled.where(free)
     return filled.select(_G, "member_id", "topic", "partition").unionByName(union_all(kept))
 
 
