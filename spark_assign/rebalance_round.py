@@ -1,7 +1,7 @@
 """One round of :func:`spark_assign.rebalance.rebalance`: its assignment, revocations and
 summary over every group still rebalancing, and the members of the next round.
 
->>> r = run_round(prep, state, 1, None, {}, lags=None, run_options={}, departed=None)  # doctest: +SKIP
+>>> r = run_round(prep, state, 1, prep.runs, None, {}, lags=None, run_options={}, departed=None)  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -86,8 +86,8 @@ STICKY_FAMILY = ("sticky", "cooperative-sticky", SERVER_RUN + "uniform")
 def sticky_runs(runs: list[str], rnd: int, run_options: dict[str, dict[str, Any]]) -> list[str]:
     """The runs of ``runs`` that one sticky assignment serves in round ``rnd``: at least
     two of :data:`STICKY_FAMILY` with the same options (the broker's uniform takes none:
-    it joins when the member order is Kafka's default; it computes a target in round 1
-    only), else none. Each distinct assignor call costs a fixed set of Spark jobs whatever
+    it joins when the member order is the default, ``member_id``; it computes a target in
+    round 1 only), else none. Each distinct assignor call costs a fixed set of Spark jobs whatever
     its groups, so the family runs as one.
 
     >>> sticky_runs(["consumer:uniform", "cooperative-sticky", "range"], 1, {})

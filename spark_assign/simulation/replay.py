@@ -189,7 +189,7 @@ def replay(events: DataFrame, partitions: DataFrame, *, strategy, protocol_rule,
     has = lambda kind: F.array_contains(F.split("kinds", ","), kind)  # noqa: E731
     per_step = {r.step: r for r in steps.groupBy("step").agg(
         F.bool_or(has("partitions_added")).alias("grow"), F.bool_or(has("lag_change")).alias("lag"),
-        F.bool_or("triggers").alias("triggers"), F.bool_and("triggers").alias("all_trigger"),
+        F.bool_or("triggers").alias("triggers"), F.bool_and(F.coalesce("triggers", F.lit(False))).alias("all_trigger"),
         F.bool_or(F.col("_delay") > 0).alias("delay")).collect()}
     # without delayed resolution anywhere nothing is ever held: the held state stays empty
     any_delay = any(r.delay for r in per_step.values())
@@ -312,7 +312,8 @@ def _carry_ownership(state: ReplayState, step: Step, dep_kinds: DataFrame,
 def _rebalance_flags(step: Step, departed: DataFrame, released: DataFrame) -> DataFrame:
     """Phase 3: per group of the step, whether it rebalances: its events call for it, or
     partitions were released or departed (stored by the first action that reads it). When
-    the events of every group of the step call for one, the step's groups as they are."""
+    the events of every group of the step call for one, the step's groups (a plan over
+    stored rows, nothing to look up)."""
     if step.flags is not None and step.flags.all_trigger:  # nothing to look up
         return step.groups.select(_G, "at", "step", "kinds", F.lit(True).alias("rebalanced"), "_rule", "_gp", "_hb",
                                   "_strategy")

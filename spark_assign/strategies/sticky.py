@@ -126,7 +126,8 @@ def sticky_assignment(
                            topic_sizes=topic_sizes)
     if cooperative is not False and claims is not None:
         # the holders: every listed partition, also of a topic the member no longer subscribes to
-        # (only in the cooperative groups: a partition nobody holds is never withheld)
+        # (only the cooperative groups' holders: in the other groups, a partition with no
+        # holder is free to take, so nothing is withheld)
         holders = partition_claims(general, partitions, subscribed_only=False)
         if isinstance(cooperative, DataFrame):
             holders = holders.join(F.broadcast(cooperative.select(_G).distinct()), _G, "left_semi")

@@ -52,7 +52,8 @@ end at ``C_c`` (:mod:`spark_assign.quota`):
    step 3. Priority as Kafka: balance, then rack locality, then stickiness;
    the rack-aware layout is best effort and need not equal Kafka's exactly. When a
    member of the call has a rack, every group takes the per-partition route.
-5. **Cooperative** (``cooperative=True``): a partition dealt to a member that is
+5. **Cooperative** (``cooperative=True``, or a frame of the cooperative groups' ids
+   when one call serves groups of both kinds): a partition dealt to a member that is
    not one of its holders (the claimants at its highest generation, see
    :mod:`spark_assign.owned`) while it has some is left out: it changes owner next
    round. A contested partition dealt to one of its claimants is handed out now.
