@@ -80,7 +80,8 @@ def _owned_rows(members: DataFrame, partitions: DataFrame, *columns: str) -> Dat
 #: the runs one sticky assignment serves together: the client sticky assignors (the
 #: cooperative groups withhold the partitions changing owner) and the broker's uniform
 #: (its target: the sticky assignment with no generations and no racks)
-STICKY_FAMILY = ("sticky", "cooperative-sticky", SERVER_RUN + "uniform")
+SERVER_UNIFORM = SERVER_RUN + "uniform"
+STICKY_FAMILY = ("sticky", "cooperative-sticky", SERVER_UNIFORM)
 
 
 def sticky_runs(runs: list[str], rnd: int, run_options: dict[str, dict[str, Any]]) -> list[str]:
@@ -116,16 +117,14 @@ def _sticky_together(state: DataFrame, p: DataFrame, together: list[str], rnd: i
     # the inputs materialized as assign() does (the assignment reads them many times)
     sm, sp = materialize(normalize_members(sm), eager=False), materialize(p, eager=False)
     rows = sticky_assignment(sm, sp, cooperative=coop, **opts)
-    servers = [r for r in together if r.startswith(SERVER_RUN)]
-    if not servers:
+    if SERVER_UNIFORM not in together:
         return [rows]
-    rows = materialize(rows, eager=False)  # read by the classic groups' part and by the targets: computed once
-    parts = [rows.join(per_group(state.where(consumer).select(_G).distinct()), _G, "left_anti")]
-    for name in servers:
-        groups = per_group(state.where(F.col("_run") == name).select(_G).distinct())
-        parts.append(reconciliation_round(name, state.where(F.col("_run") == name).select(*columns), p, rnd,
-                                          targets, target=rows.join(groups, _G, "left_semi")))
-    return parts
+    rows = materialize(rows, eager=False)  # read by the classic groups' part and by the target: computed once
+    server = state.where(F.col("_run") == SERVER_UNIFORM)  # the consumer groups of the call
+    groups = per_group(server.select(_G).distinct())
+    target = reconciliation_round(SERVER_UNIFORM, server.select(*columns), p, rnd, targets,
+                                  target=rows.join(groups, _G, "left_semi"))
+    return [rows.join(groups, _G, "left_anti"), target]
 
 
 def run_round(prep: Prepared, state: DataFrame, rnd: int, runs: list[str], prev_a: DataFrame | None,
