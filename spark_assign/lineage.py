@@ -26,6 +26,17 @@ estimate at every step, until the planner spends minutes multiplying numbers of
 millions of digits. :func:`materialize_state` resets the estimate (a limit of
 ``2**31 - 1`` rows bounds it) at the cost of one single-partition pass: use it
 for loop state, which is small, and :func:`materialize` elsewhere.
+
+**Small calls.** A call whose inputs bound every intermediate to at most
+``spark.assign.smallCallRows`` rows (:func:`small_call_rows`; 50,000 by default, 0 turns
+it off) keeps what it materializes on the driver instead, as local relations
+(:func:`decide_small_call`): one Arrow collect each, whose result Spark plans with its exact
+size, so joins with it are broadcast and no shuffle feeds them. A checkpoint's plan is
+an opaque scan of unknown size, so every join over one shuffles both sides, and on small
+inputs those shuffle stages are most of a call's time. An entry point (:func:`small_call_scope`)
+decides once per call, from a bound on its sizes; a call inside another keeps the outer
+call's choice. A local relation needs no executor's
+blocks, so it survives a lost executor under either policy.
 """
 
 from __future__ import annotations
@@ -33,6 +44,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
 from pyspark.sql import DataFrame, SparkSession
@@ -44,6 +56,13 @@ MATERIALIZATION_CONF = "spark.assign.materialization"
 MATERIALIZATION_CHOICES = ("auto", "local", "reliable")
 #: Spark's largest limit: bounds the size estimate, never the data
 _MAX_ROWS = 2**31 - 1
+_F = TypeVar("_F", bound=Callable[..., Any])
+#: the session setting that bounds a small call's intermediates, in rows (0: never small)
+SMALL_CALL_CONF = "spark.assign.smallCallRows"
+SMALL_CALL_ROWS = 50_000
+#: the call in progress: outside any scope, in one not decided yet, decided small or large
+_OUTSIDE, _OPEN, _SMALL, _LARGE = "outside", "open", "small", "large"
+_CALL: ContextVar[str] = ContextVar("spark_assign_small_call", default=_OUTSIDE)
 
 
 def checkpoint_dir(spark: SparkSession) -> str | None:
@@ -96,6 +115,8 @@ def materialize(df: DataFrame, *, eager: bool = True) -> DataFrame:
 
     >>> members = materialize(members.where("group_id = 'g1'"))  # doctest: +SKIP
     """
+    if _CALL.get() == _SMALL:
+        return local_relation(df)
     if materialization(df.sparkSession) == "reliable":
         return df.checkpoint(eager=True)
     return df.localCheckpoint(eager=eager)
@@ -108,7 +129,71 @@ def materialize_state(df: DataFrame, *, eager: bool = True) -> DataFrame:
 
     >>> owned = materialize_state(owned.unionByName(new_owned))  # doctest: +SKIP
     """
+    if _CALL.get() == _SMALL:  # a local relation's estimate is its size already
+        return local_relation(df)
     return materialize(df.limit(_MAX_ROWS), eager=eager)
+
+
+def local_relation(df: DataFrame) -> DataFrame:
+    """``df``'s rows collected (Arrow) into a local relation of the same schema: a
+    plan Spark sizes exactly. For small frames only (:func:`decide_small_call`).
+
+    >>> owned = local_relation(owned)  # doctest: +SKIP
+    """
+    return df.sparkSession.createDataFrame(df.toArrow(), schema=df.schema)
+
+
+def small_call_rows(spark: SparkSession) -> int:
+    """The ``spark.assign.smallCallRows`` setting: at most how many rows a call's
+    intermediates may have for it to keep them as local relations (0: never).
+    Raises InvalidOptionError for a value that is not a whole number >= 0."""
+    raw = spark.conf.get(SMALL_CALL_CONF, None)
+    if raw is None or str(raw).strip() == "":
+        return SMALL_CALL_ROWS
+    try:
+        rows = int(str(raw).strip())
+    except ValueError:
+        rows = -1
+    if rows < 0:
+        raise InvalidOptionError(f"setting {SMALL_CALL_CONF}={raw!r}: expected a whole number of rows >= 0 "
+                                 "(0: never keep a call's intermediates on the driver)")
+    return rows
+
+
+def small_call_scope(fn: _F) -> _F:
+    """Decorator for entry points that may decide they are small (:func:`decide_small_call`):
+    the decision holds for the decorated call and the calls inside it, and ends with it."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        token = _CALL.set(_OPEN if _CALL.get() == _OUTSIDE else _CALL.get())
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _CALL.reset(token)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def deciding_small_call() -> bool:
+    """Whether the call in progress has yet to :func:`decide_small_call` (so that an
+    action it takes anyway can also read the sizes the decision needs)."""
+    return _CALL.get() == _OPEN
+
+
+def decide_small_call(spark: SparkSession, bound_rows: Callable[[], int]) -> bool:
+    """Whether the call in progress keeps its intermediates on the driver: decided once,
+    by the outermost :func:`small_call_scope` call that asks, from ``bound_rows()``, an
+    upper bound on the rows of any of its intermediates (computed only when this call
+    decides and ``spark.assign.smallCallRows`` is not 0). Never small outside a scope.
+
+    >>> if decide_small_call(spark, lambda: events.count() + groups * partitions):  # doctest: +SKIP
+    ...     log.info("small call: intermediates kept as local relations")
+    """
+    if _CALL.get() == _OPEN:
+        limit = small_call_rows(spark)
+        _CALL.set(_SMALL if limit and bound_rows() <= limit else _LARGE)
+    return _CALL.get() == _SMALL
 
 
 #: rows per task a large hash aggregation aims at (hash tables that stay in cache)
@@ -130,7 +215,6 @@ def shuffle_partitions(df: DataFrame, rows: int) -> int:
     return max(base, -(-int(rows) // ROWS_PER_TASK))
 
 
-_F = TypeVar("_F", bound=Callable[..., Any])
 _LOST_BLOCK = re.compile(r"Checkpoint block (\S+) not found", re.IGNORECASE)
 
 

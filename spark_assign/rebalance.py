@@ -53,7 +53,14 @@ from .inputs import (
     subscriptions,
     validate_inputs,
 )
-from .lineage import explains_lost_executors, materialize, materialize_state
+from .lineage import (
+    decide_small_call,
+    deciding_small_call,
+    explains_lost_executors,
+    materialize,
+    materialize_state,
+    small_call_scope,
+)
 from .options import strategy_options
 from .owned import resolve_owned
 from .properties import cooperative_violations, validity_violations
@@ -124,6 +131,7 @@ def _with_extra(members: DataFrame) -> tuple[DataFrame, list[str], DataFrame | N
 
 
 @explains_lost_executors
+@small_call_scope
 def rebalance(
     members: DataFrame,
     partitions: DataFrame,
@@ -289,7 +297,13 @@ def _prepare(members: DataFrame, partitions: DataFrame, *, protocol_rule: str, s
     m = mark_consumer_groups(m)  # they run the broker's assignor and reconcile towards its target
     # stored by the action that lists the assignors to run (no action of its own)
     m = materialize_state(m, eager=False)
-    runs = sorted(r._run for r in m.select("_run").distinct().collect())  # assignor names, not groups
+    if deciding_small_call():  # the same action bounds the call's sizes: members + groups x partitions
+        per_run = m.groupBy("_run").agg(F.count("*").alias("_members"), F.count_distinct(_G).alias("_groups")) \
+            .crossJoin(full_p.agg(F.count("*").alias("_partitions"))).collect()
+        decide_small_call(m.sparkSession, lambda: sum(r._members + r._groups * r._partitions for r in per_run))
+    else:
+        per_run = m.select("_run").distinct().collect()
+    runs = sorted(r._run for r in per_run)  # assignor names, not groups
     # the owner before this rebalance (also of a topic it no longer subscribes to): a
     # partition revoked in one round and handed over in the next has moved from it
     first_owner = resolve_owned(normalize_members(m), full_p, subscribed_only=False).select(

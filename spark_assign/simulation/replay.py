@@ -34,7 +34,7 @@ from ..assign import group_protocol_of
 from ..frames import GROUP as _G
 from ..frames import per_group, union_all
 from ..inputs import OWNED_TYPE, normalize_partitions
-from ..lineage import materialize_state
+from ..lineage import decide_small_call, materialize_state, small_call_scope
 from ..options import strategy_options
 from ..rebalance import rebalance
 from .analytics import SIMULATION_SCHEMA
@@ -154,6 +154,7 @@ class ReplayOutputs:
     rows: list[DataFrame] = field(default_factory=list)
 
 
+@small_call_scope
 def replay(events: DataFrame, partitions: DataFrame, *, strategy, protocol_rule, session_timeout_ms,
            scheduled_rebalance_max_delay_ms, lags, keep_rows: bool, max_rounds: int, validate: bool,
            group_protocol: str = "classic", heartbeat_interval_ms: int = 5_000,
@@ -170,6 +171,8 @@ def replay(events: DataFrame, partitions: DataFrame, *, strategy, protocol_rule,
                     delay_ms=scheduled_rebalance_max_delay_ms, group_protocol=group_protocol,
                     heartbeat_ms=heartbeat_interval_ms)
     p0 = normalize_partitions(partitions)
+    if decide_small_call(spark, lambda: _bound_rows(e, p0)):
+        log.info("simulate: a small replay, its state kept as local relations")
     # ordered and stored first: the validation's checks read the events a dozen times
     e = materialize_state(ordered(e))
     if validate:
@@ -222,6 +225,15 @@ def replay(events: DataFrame, partitions: DataFrame, *, strategy, protocol_rule,
     result = SimulationResult(generations=gens, steps=st, assignment=state.owned.drop("group_instance_id"),
                               revocations=revs, lags=state.lags)
     return result, (union_all(out.rows) if out.rows else None)
+
+
+def _bound_rows(e: DataFrame, p0: DataFrame) -> int:
+    """The events plus the groups times the partitions: at least the rows of the state a
+    replay carries (each group owns at most every partition of its topics). One action."""
+    n = e.agg(F.count("*").alias("events"), F.count_distinct(_G).alias("groups")).crossJoin(
+        p0.agg(F.count("*").alias("partitions"))).first()
+    assert n is not None  # global aggregates: one row
+    return int(n["events"]) + int(n["groups"]) * int(n["partitions"])
 
 
 def _initial_state(e: DataFrame, p0: DataFrame, lags: DataFrame | None) -> ReplayState:

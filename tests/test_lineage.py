@@ -1,0 +1,93 @@
+"""Small calls (spark_assign.lineage): the decision, its setting, and what a small call
+materializes."""
+
+import contextlib
+import io
+
+import pytest
+
+from spark_assign.errors import InvalidOptionError
+from spark_assign.lineage import (
+    SMALL_CALL_CONF,
+    decide_small_call,
+    deciding_small_call,
+    materialize,
+    materialize_state,
+    small_call_rows,
+    small_call_scope,
+)
+
+
+@contextlib.contextmanager
+def _setting(spark, value):
+    if value is None:
+        spark.conf.unset(SMALL_CALL_CONF)
+    else:
+        spark.conf.set(SMALL_CALL_CONF, value)
+    try:
+        yield
+    finally:
+        spark.conf.unset(SMALL_CALL_CONF)
+
+
+def _plan(df) -> str:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        df.explain()
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("value", ["-1", "many", "1.5"])
+def test_small_call_setting_is_checked(spark, value):
+    with _setting(spark, value), pytest.raises(InvalidOptionError) as err:
+        small_call_rows(spark)
+    assert SMALL_CALL_CONF in str(err.value) and repr(value) in str(err.value) and ">= 0" in str(err.value)
+
+
+def test_small_call_is_decided_once_by_the_outermost_call(spark):
+    asked = []
+
+    def bound(rows):
+        return lambda: asked.append(rows) or rows
+
+    @small_call_scope
+    def inner(rows):
+        return deciding_small_call(), decide_small_call(spark, bound(rows))
+
+    @small_call_scope
+    def outer(rows, inner_rows):
+        small = decide_small_call(spark, bound(rows))
+        return small, inner(inner_rows), decide_small_call(spark, bound(0))
+
+    with _setting(spark, "100"):
+        # outside any scope a call is never small, and the bound is not computed
+        assert decide_small_call(spark, bound(1)) is False and asked == []
+        # an inner call keeps the outer decision without computing its own bound
+        assert outer(100, 10**9) == (True, (False, True), True) and asked == [100]
+        assert outer(101, 1) == (False, (False, False), False) and asked == [100, 101]
+        # a call on its own decides for itself; the decision ends with the call
+        assert inner(5) == (True, True) and inner(500) == (True, False)
+        assert deciding_small_call() is False and asked == [100, 101, 5, 500]
+    with _setting(spark, "0"):  # never small; the bound is not even computed
+        assert inner(0) == (True, False) and asked == [100, 101, 5, 500]
+    with _setting(spark, None):  # the default
+        assert small_call_rows(spark) == 50_000
+
+
+@pytest.mark.connect
+def test_a_small_call_materializes_local_relations(spark):
+    df = spark.createDataFrame([("g", i % 3, [i]) for i in range(20)], "group_id string, n int, xs array<int>")
+    df = df.groupBy("group_id", "n").count()  # a shuffle: the plan is no local relation by itself
+
+    @small_call_scope
+    def call(rows):
+        decide_small_call(spark, lambda: rows)
+        return materialize(df), materialize_state(df)
+
+    small, state = call(10)
+    assert all("LocalTableScan" in _plan(x) and "Exchange" not in _plan(x) for x in (small, state))
+    assert sorted(small.collect()) == sorted(state.collect()) == sorted(df.collect())
+    assert small.schema == df.schema
+    large, large_state = call(10**6)  # over the default bound: the session's materialization policy
+    assert all("LocalTableScan" not in _plan(x) for x in (large, large_state))
+    assert sorted(large.collect()) == sorted(df.collect())
