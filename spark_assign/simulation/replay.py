@@ -171,8 +171,6 @@ def replay(events: DataFrame, partitions: DataFrame, *, strategy, protocol_rule,
                     delay_ms=scheduled_rebalance_max_delay_ms, group_protocol=group_protocol,
                     heartbeat_ms=heartbeat_interval_ms)
     p0 = normalize_partitions(partitions)
-    if decide_small_call(spark, lambda: _bound_rows(e, p0)):
-        log.info("simulate: a small replay, its state kept as local relations")
     # ordered and stored first: the validation's checks read the events a dozen times
     e = materialize_state(ordered(e))
     if validate:
@@ -196,6 +194,11 @@ def replay(events: DataFrame, partitions: DataFrame, *, strategy, protocol_rule,
         F.bool_or(F.col("_delay") > 0).alias("delay")).collect()}
     # without delayed resolution anywhere nothing is ever held: the held state stays empty
     any_delay = any(r.delay for r in per_step.values())
+    # the frames above span every step (the rosters grow with steps x members): stored
+    # by the session's policy. A step's state is bounded by its groups' partitions: a
+    # small replay keeps it, and its rebalances' intermediates, as local relations
+    if decide_small_call(spark, lambda: _bound_rows(e, p0)):
+        log.info("simulate: a small replay, each step's state kept as local relations")
     state = _initial_state(e, p0, lags)
     out = ReplayOutputs()
     for k in range(1, max(per_step, default=0) + 1):
@@ -228,8 +231,9 @@ def replay(events: DataFrame, partitions: DataFrame, *, strategy, protocol_rule,
 
 
 def _bound_rows(e: DataFrame, p0: DataFrame) -> int:
-    """The events plus the groups times the partitions: at least the rows of the state a
-    replay carries (each group owns at most every partition of its topics). One action."""
+    """The events plus the groups times the partitions: a step's state (each group owns
+    at most every partition of its topics, grown topics apart) and its rosters (each
+    member joined by an event) are no larger. One action."""
     n = e.agg(F.count("*").alias("events"), F.count_distinct(_G).alias("groups")).crossJoin(
         p0.agg(F.count("*").alias("partitions"))).first()
     assert n is not None  # global aggregates: one row
