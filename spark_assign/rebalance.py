@@ -298,7 +298,8 @@ def _prepare(members: DataFrame, partitions: DataFrame, *, protocol_rule: str, s
     # stored by the action that lists the assignors to run (no action of its own)
     m = materialize_state(m, eager=False)
     if deciding_small_call():  # the same action bounds the call's sizes: members + groups x partitions
-        per_run = m.groupBy("_run").agg(F.count("*").alias("_members"), F.count_distinct(_G).alias("_groups")) \
+        # (approximate group counts: one aggregation, as the distinct is; the bound is a threshold's)
+        per_run = m.groupBy("_run").agg(F.count("*").alias("_members"), F.approx_count_distinct(_G).alias("_groups")) \
             .crossJoin(full_p.agg(F.count("*").alias("_partitions"))).collect()
         decide_small_call(m.sparkSession, lambda: sum(r._members + r._groups * r._partitions for r in per_run))
     else:
