@@ -27,16 +27,18 @@ millions of digits. :func:`materialize_state` resets the estimate (a limit of
 ``2**31 - 1`` rows bounds it) at the cost of one single-partition pass: use it
 for loop state, which is small, and :func:`materialize` elsewhere.
 
-**Small calls.** A call whose inputs bound every intermediate to at most
+**Small calls.** A call whose inputs bound its state to at most
 ``spark.assign.smallCallRows`` rows (:func:`small_call_rows`; 50,000 by default, 0 turns
-it off) keeps what it materializes on the driver instead, as local relations
-(:func:`decide_small_call`): one Arrow collect each, whose result Spark plans with its exact
-size, so joins with it are broadcast and no shuffle feeds them. A checkpoint's plan is
-an opaque scan of unknown size, so every join over one shuffles both sides, and on small
-inputs those shuffle stages are most of a call's time. An entry point (:func:`small_call_scope`)
-decides once per call, from a bound on its sizes; a call inside another keeps the outer
-call's choice. A local relation needs no executor's
-blocks, so it survives a lost executor under either policy.
+it off) keeps what it materializes after deciding so on the driver instead, as local
+relations (:func:`decide_small_call`): one Arrow collect each, whose result Spark plans
+with its exact size, so joins with it are broadcast and no shuffle feeds them. A
+checkpoint's plan is an opaque scan of unknown size, so every join over one shuffles
+both sides, and on small inputs those shuffle stages are most of a call's time. An entry
+point (:func:`small_call_scope`) decides once per call, from a bound on its sizes (a
+threshold's estimate, not a guarantee); a call inside another keeps the outer call's
+choice. What a call stores before it decides, and the outputs it accumulates step by
+step, follow the policy above; only its local relations are out of a lost executor's
+reach.
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ _MAX_ROWS = 2**31 - 1
 _F = TypeVar("_F", bound=Callable[..., Any])
 #: the session setting that bounds a small call's intermediates, in rows (0: never small)
 SMALL_CALL_CONF = "spark.assign.smallCallRows"
+#: its default: a small call's state is at most a few megabytes on the driver
 SMALL_CALL_ROWS = 50_000
 #: the call in progress: outside any scope, in one not decided yet, decided small or large
 _OUTSIDE, _OPEN, _SMALL, _LARGE = "outside", "open", "small", "large"
@@ -100,7 +103,7 @@ def materialization(spark: SparkSession) -> str:
     return value
 
 
-def materialize(df: DataFrame, *, eager: bool = True) -> DataFrame:
+def materialize(df: DataFrame, *, eager: bool = True, accumulates: bool = False) -> DataFrame:
     """``df`` computed once and cut from its lineage, by the session's
     :func:`materialization` policy.
 
@@ -111,27 +114,31 @@ def materialize(df: DataFrame, *, eager: bool = True) -> DataFrame:
     and only for deterministic results (two concurrent reads of a partition not yet
     stored may each compute it).
 
-    ``eager`` applies to local materialization only.
+    ``eager`` applies to local materialization only. Inside a small call
+    (:func:`decide_small_call`) ``df`` becomes a :func:`local_relation` instead, always
+    eagerly (one collect); ``accumulates=True`` (a frame the call adds one of per step,
+    such as a replay's per-step outputs) keeps the session's policy even there, so
+    that the driver never holds a call's whole output.
 
     >>> members = materialize(members.where("group_id = 'g1'"))  # doctest: +SKIP
     """
-    if _CALL.get() == _SMALL:
+    if _CALL.get() == _SMALL and not accumulates:
         return local_relation(df)
     if materialization(df.sparkSession) == "reliable":
         return df.checkpoint(eager=True)
     return df.localCheckpoint(eager=eager)
 
 
-def materialize_state(df: DataFrame, *, eager: bool = True) -> DataFrame:
+def materialize_state(df: DataFrame, *, eager: bool = True, accumulates: bool = False) -> DataFrame:
     """:func:`materialize` for state carried across loop steps: also resets Spark's
     size estimate, so that joins of state with state do not compound it.
-    ``eager=False`` as in :func:`materialize`.
+    ``eager`` and ``accumulates`` as in :func:`materialize`.
 
     >>> owned = materialize_state(owned.unionByName(new_owned))  # doctest: +SKIP
     """
-    if _CALL.get() == _SMALL:  # a local relation's estimate is its size already
+    if _CALL.get() == _SMALL and not accumulates:  # a local relation's estimate is its size already
         return local_relation(df)
-    return materialize(df.limit(_MAX_ROWS), eager=eager)
+    return materialize(df.limit(_MAX_ROWS), eager=eager, accumulates=accumulates)
 
 
 def local_relation(df: DataFrame) -> DataFrame:
@@ -175,9 +182,12 @@ def small_call_scope(fn: _F) -> _F:
     return wrapper  # type: ignore[return-value]
 
 
-def deciding_small_call() -> bool:
+def small_call_undecided(spark: SparkSession) -> bool:
     """Whether the call in progress has yet to :func:`decide_small_call` (so that an
-    action it takes anyway can also read the sizes the decision needs)."""
+    action it takes anyway can also read the sizes the decision needs). With
+    ``spark.assign.smallCallRows`` at 0 the call is decided not small here, at no cost."""
+    if _CALL.get() == _OPEN and not small_call_rows(spark):
+        _CALL.set(_LARGE)
     return _CALL.get() == _OPEN
 
 

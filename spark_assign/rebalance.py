@@ -55,11 +55,11 @@ from .inputs import (
 )
 from .lineage import (
     decide_small_call,
-    deciding_small_call,
     explains_lost_executors,
     materialize,
     materialize_state,
     small_call_scope,
+    small_call_undecided,
 )
 from .options import strategy_options
 from .owned import resolve_owned
@@ -297,11 +297,14 @@ def _prepare(members: DataFrame, partitions: DataFrame, *, protocol_rule: str, s
     m = mark_consumer_groups(m)  # they run the broker's assignor and reconcile towards its target
     # stored by the action that lists the assignors to run (no action of its own)
     m = materialize_state(m, eager=False)
-    if deciding_small_call():  # the same action bounds the call's sizes: members + groups x partitions
-        # (approximate group counts: one aggregation, as the distinct is; the bound is a threshold's)
-        per_run = m.groupBy("_run").agg(F.count("*").alias("_members"), F.approx_count_distinct(_G).alias("_groups")) \
+    if small_call_undecided(m.sparkSession):
+        # the same action bounds the call's sizes: subscriptions + groups x partitions (approximate
+        # group counts: one aggregation, as the distinct is; the bound is a threshold's estimate)
+        per_run = m.groupBy("_run").agg(F.sum(F.size("topics")).alias("_subscriptions"),
+                                        F.approx_count_distinct(_G).alias("_groups")) \
             .crossJoin(full_p.agg(F.count("*").alias("_partitions"))).collect()
-        decide_small_call(m.sparkSession, lambda: sum(r._members + r._groups * r._partitions for r in per_run))
+        decide_small_call(m.sparkSession, lambda: sum(
+            (r._subscriptions or 0) + r._groups * r._partitions for r in per_run))
     else:
         per_run = m.select("_run").distinct().collect()
     runs = sorted(r._run for r in per_run)  # assignor names, not groups

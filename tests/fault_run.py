@@ -36,8 +36,8 @@ def main(workdir: str, modes: list[str]) -> None:
         # every shuffle keeps its 4 partitions, so each executor stores blocks of each checkpoint
         "spark.sql.adaptive.coalescePartitions.enabled": "false",
         "spark.checkpoint.dir": os.path.join(workdir, "checkpoints"),
-        # the calls here are small: without this they would keep their state on the driver
-        # (spark_assign.lineage.decide_small_call), where no lost executor can reach it
+        # the calls here are small: without this they would keep most of their state on the
+        # driver (spark_assign.lineage.decide_small_call), and the kill could miss every block
         "spark.assign.smallCallRows": "0",
     }
     spark = local_session(master="local-cluster[2,1,1024]", shuffle_partitions=4, extra=extra)

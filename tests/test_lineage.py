@@ -10,11 +10,11 @@ from spark_assign.errors import InvalidOptionError
 from spark_assign.lineage import (
     SMALL_CALL_CONF,
     decide_small_call,
-    deciding_small_call,
     materialize,
     materialize_state,
     small_call_rows,
     small_call_scope,
+    small_call_undecided,
 )
 
 
@@ -52,7 +52,7 @@ def test_small_call_is_decided_once_by_the_outermost_call(spark):
 
     @small_call_scope
     def inner(rows):
-        return deciding_small_call(), decide_small_call(spark, bound(rows))
+        return small_call_undecided(spark), decide_small_call(spark, bound(rows))
 
     @small_call_scope
     def outer(rows, inner_rows):
@@ -67,9 +67,18 @@ def test_small_call_is_decided_once_by_the_outermost_call(spark):
         assert outer(101, 1) == (False, (False, False), False) and asked == [100, 101]
         # a call on its own decides for itself; the decision ends with the call
         assert inner(5) == (True, True) and inner(500) == (True, False)
-        assert deciding_small_call() is False and asked == [100, 101, 5, 500]
-    with _setting(spark, "0"):  # never small; the bound is not even computed
-        assert inner(0) == (True, False) and asked == [100, 101, 5, 500]
+        assert small_call_undecided(spark) is False and asked == [100, 101, 5, 500]
+
+        @small_call_scope
+        def failing():
+            decide_small_call(spark, bound(1))
+            raise ValueError("boom")
+
+        with pytest.raises(ValueError):  # a call that fails ends its decision too
+            failing()
+        assert inner(500) == (True, False) and asked == [100, 101, 5, 500, 1, 500]
+    with _setting(spark, "0"):  # never small, decided at once: the bound is not even computed
+        assert inner(0) == (False, False) and asked == [100, 101, 5, 500, 1, 500]
     with _setting(spark, None):  # the default
         assert small_call_rows(spark) == 50_000
 

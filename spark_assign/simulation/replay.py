@@ -370,14 +370,17 @@ def _rebalance_step(state: ReplayState, step: Step, flags: DataFrame, rb_groups:
         _G, "generation", "round", "step", F.timestamp_millis(at).alias("at"),
         F.col("kinds").alias("event_kinds"), F.col("assignor").alias("strategy"), "protocol", "members",
         "assigned", (F.col("pending") + F.col("unavailable")).alias("unassigned"), "moved", "revoked", "lost")))
-    out.revocations.append(materialize_state(r.revocations.withColumn("topic", unscope("topic"))))
+    # a step's revocations and rows grow with its partitions: stored by the session's policy
+    # even in a small replay, so that the driver never holds every step's (the generations
+    # and step stats above are a row per group and round)
+    out.revocations.append(materialize_state(r.revocations.withColumn("topic", unscope("topic")), accumulates=True))
     if keep_rows:  # the rounds' rows with the lags of the step, recorded at the end
         rows = r.assignments.select(_G, "generation", "member_id", "topic", "partition")
         if scoped_lags is not None:
             rows = rows.join(scoped_lags, [_G, "topic", "partition"], "left")
         else:
             rows = rows.withColumn("lag", F.lit(None).cast("long"))
-        out.rows.append(materialize_state(rows.withColumn("topic", unscope("topic"))))
+        out.rows.append(materialize_state(rows.withColumn("topic", unscope("topic")), accumulates=True))
     return r.final.join(step.roster.select(_G, "member_id", "group_instance_id"), [_G, "member_id"]).select(
         _G, "member_id", "group_instance_id", unscope("topic").alias("topic"), "partition")
 
