@@ -3,7 +3,7 @@
 Runs one of the pipelines (``rebalance`` or ``simulate``) in-process, in the embedded
 local session, and attributes every DataFrame action the library takes (checkpoints,
 collects, counts, flags, Parquet writes) to the two innermost ``spark_assign`` frames
-that called it: seconds, Spark jobs (the DAG scheduler's job counter) and calls per
+that called it (a small call's local relations are Arrow collects, `toArrow`): seconds, Spark jobs (the DAG scheduler's job counter) and calls per
 site, the costliest first. A diagnostic, not a benchmark: the wrapping adds a little
 to each action.
 
@@ -30,7 +30,7 @@ from pyspark.sql.readwriter import DataFrameWriter
 
 from spark_assign.session import local_session
 
-ACTIONS = ("localCheckpoint", "checkpoint", "collect", "first", "count", "take", "isEmpty", "toPandas", "head")
+ACTIONS = ("toArrow", "localCheckpoint", "checkpoint", "collect", "first", "count", "take", "isEmpty", "toPandas", "head")
 WRITES = ("save", "parquet", "saveAsTable", "insertInto")
 
 
