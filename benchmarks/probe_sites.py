@@ -2,9 +2,9 @@
 
 Runs one of the pipelines (``rebalance`` or ``simulate``) in-process, in the embedded
 local session, and attributes every DataFrame action the library takes (checkpoints,
-collects, counts, flags, Parquet writes) to the two innermost ``spark_assign`` frames
-that called it (a small call's local relations are Arrow collects, `toArrow`): seconds, Spark jobs (the DAG scheduler's job counter) and calls per
-site, the costliest first. A diagnostic, not a benchmark: the wrapping adds a little
+collects, counts, flags, Parquet writes; a small call's local relations are Arrow
+collects, ``toArrow``) to the two innermost ``spark_assign`` frames that called it:
+seconds, Spark jobs (the DAG scheduler's job counter) and calls per site, the costliest first. A diagnostic, not a benchmark: the wrapping adds a little
 to each action.
 
     python benchmarks/probe_sites.py simulate --config conf/scenario.yaml

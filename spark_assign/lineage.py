@@ -192,10 +192,10 @@ def small_call_undecided(spark: SparkSession) -> bool:
 
 
 def decide_small_call(spark: SparkSession, bound_rows: Callable[[], int]) -> bool:
-    """Whether the call in progress keeps its intermediates on the driver: decided once,
-    by the outermost :func:`small_call_scope` call that asks, from ``bound_rows()``, an
-    upper bound on the rows of any of its intermediates (computed only when this call
-    decides and ``spark.assign.smallCallRows`` is not 0). Never small outside a scope.
+    """Whether the call in progress keeps its state on the driver: decided once, by the
+    outermost :func:`small_call_scope` call that asks, from ``bound_rows()``, the rows its
+    state can reach (an estimate for a threshold, computed only when this call decides
+    and ``spark.assign.smallCallRows`` is not 0). Never small outside a scope.
 
     >>> if decide_small_call(spark, lambda: events.count() + groups * partitions):  # doctest: +SKIP
     ...     log.info("small call: intermediates kept as local relations")
