@@ -47,3 +47,17 @@ def spark():
         session = local_session(app_name="spark-assign-tests", shuffle_partitions=4)
     yield session
     session.stop()
+
+
+@pytest.fixture
+def small_call_rows(request, spark):
+    """``spark.assign.smallCallRows`` set to the test's parameter for the duration of the
+    test (None: the default, small calls on), unset after it. Use with
+    ``@pytest.mark.parametrize("small_call_rows", [...], indirect=True)``."""
+    from spark_assign.lineage import SMALL_CALL_CONF
+
+    value = getattr(request, "param", None)
+    if value is not None:
+        spark.conf.set(SMALL_CALL_CONF, value)
+    yield value
+    spark.conf.unset(SMALL_CALL_CONF)

@@ -111,8 +111,8 @@ def _sticky_together(state: DataFrame, p: DataFrame, together: list[str], rnd: i
     consumer = F.col("_run").startswith(SERVER_RUN)  # the broker's uniform: no generations, no racks
     sm = state.where(F.col("_run").isin(*together)).select(*[
         F.when(~consumer, F.col(c)).alias(c) if c in ("generation", "rack") else c for c in columns])
-    coop = (per_group(state.where(F.col("_run") == "cooperative-sticky").select(_G).distinct())
-            if "cooperative-sticky" in together else False)
+    # the cooperative groups (sticky_assignment takes their distinct ids, broadcast)
+    coop = state.where(F.col("_run") == "cooperative-sticky").select(_G) if "cooperative-sticky" in together else False
     opts = next((run_options.get(r, {}) for r in together if not r.startswith(SERVER_RUN)), {})
     # the inputs materialized as assign() does (the assignment reads them many times)
     sm, sp = materialize(normalize_members(sm), eager=False), materialize(p, eager=False)

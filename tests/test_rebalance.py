@@ -8,7 +8,6 @@ from spark_assign import assign
 from spark_assign.errors import NoCommonAssignorError
 from spark_assign.frames import union_all
 from spark_assign.history import AssignmentHistory
-from spark_assign.lineage import SMALL_CALL_CONF
 from spark_assign.properties import check_assignment, cooperative_violations
 from spark_assign.rebalance import rebalance
 
@@ -42,19 +41,10 @@ def test_rebalance_cases(spark, rule):
 
 
 @pytest.mark.connect
-@pytest.mark.parametrize("small_call_rows", [None, "0"], ids=["small-call", "checkpoints"])
+@pytest.mark.parametrize("small_call_rows", [None, "0"], ids=["small-call", "checkpoints"], indirect=True)
 def test_cooperative_two_rounds_recorded(spark, tmp_path, small_call_rows):
     """Run as a small call (its state kept as local relations, the default for inputs this
     size) and with small calls off (checkpoints, as large calls run)."""
-    if small_call_rows is not None:
-        spark.conf.set(SMALL_CALL_CONF, small_call_rows)
-    try:
-        _cooperative_two_rounds_recorded(spark, tmp_path)
-    finally:
-        spark.conf.unset(SMALL_CALL_CONF)
-
-
-def _cooperative_two_rounds_recorded(spark, tmp_path):
     cases = [c for c in load_cases("protocol/rebalance.yaml") if c.name == "eager_scale_out"]
     members, partitions = inputs(spark, cases)
     members = members.withColumn("assignors", F.array(F.lit("cooperative-sticky"))).withColumn(

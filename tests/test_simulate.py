@@ -156,7 +156,7 @@ def test_what_if_compares_variants_with_the_lags_of_the_events(spark, tmp_path):
         what_if(events, parts, [{"name": "range"}], history=history, record_variant="nope")
 
 
-@pytest.mark.parametrize("small_call_rows", [None, "0"], ids=["small-call", "checkpoints"])
+@pytest.mark.parametrize("small_call_rows", [None, "0"], ids=["small-call", "checkpoints"], indirect=True)
 def test_what_if_migration_to_kip848(spark, tmp_path, small_call_rows):
     """A migration plan: the same events under classic cooperative-sticky and under
     KIP-848 (consumer protocol, the broker's uniform assignor), one replay. Under
@@ -166,18 +166,7 @@ def test_what_if_migration_to_kip848(spark, tmp_path, small_call_rows):
     5 s each. A leaver's partitions go at once (nobody holds them). Run as a small
     call (state kept as local relations, the default for inputs this size) and with
     small calls off (state checkpointed, as large calls run)."""
-    from spark_assign.lineage import SMALL_CALL_CONF
     from spark_assign.simulate import what_if
-
-    if small_call_rows is not None:
-        spark.conf.set(SMALL_CALL_CONF, small_call_rows)
-    try:
-        _migration_to_kip848(spark, tmp_path, what_if)
-    finally:
-        spark.conf.unset(SMALL_CALL_CONF)
-
-
-def _migration_to_kip848(spark, tmp_path, what_if):
 
     events = spark.createDataFrame([
         ("g", 0, "join", "a", None, ["t"], ["cooperative-sticky"], None, None),

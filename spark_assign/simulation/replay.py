@@ -330,15 +330,14 @@ def _rebalance_flags(step: Step, departed: DataFrame, released: DataFrame) -> Da
     partitions were released or departed (stored by the first action that reads it). When
     the events of every group of the step call for one, the step's groups (a plan over
     stored rows, nothing to look up)."""
+    columns = (_G, "at", "step", "kinds", "rebalanced", "_rule", "_gp", "_hb", "_strategy")
     if step.flags is not None and step.flags.all_trigger:  # nothing to look up
-        return step.groups.select(_G, "at", "step", "kinds", F.lit(True).alias("rebalanced"), "_rule", "_gp", "_hb",
-                                  "_strategy")
+        return step.groups.withColumn("rebalanced", F.lit(True)).select(*columns)
     rel = released.select(_G).distinct().withColumn("_rel", F.lit(True))
     dep = departed.select(_G).distinct().withColumn("_dep", F.lit(True))
     flags = step.groups.join(per_group(rel), _G, "left").join(per_group(dep), _G, "left").withColumn(
         "rebalanced", F.col("triggers") | F.col("_rel").isNotNull() | F.col("_dep").isNotNull())
-    return materialize_state(flags.select(_G, "at", "step", "kinds", "rebalanced", "_rule", "_gp", "_hb",
-                                          "_strategy"), eager=False)
+    return materialize_state(flags.select(*columns), eager=False)
 
 
 def _rebalance_step(state: ReplayState, step: Step, flags: DataFrame, rb_groups: DataFrame, owned_now: DataFrame,
