@@ -35,9 +35,10 @@ with its exact size, so joins with it are broadcast and no shuffle feeds them. A
 checkpoint's plan is an opaque scan of unknown size, so every join over one shuffles
 both sides, and on small inputs those shuffle stages are most of a call's time. Each
 local relation is one partition (``coalesce(1)``, no shuffle): Spark's planner knows a
-single partition already holds every key, so the aggregations, windows and joins of a
-plan over local relations add no shuffle stage either (the README scenario's replay ran
-about 960 Spark jobs instead of about 3,000). An entry
+single partition already holds every key, so aggregations and windows over local
+relations add no shuffle stage either, nor do joins of two of them while their estimated
+sizes stay under ``spark.sql.maxSinglePartitionBytes`` (a join's estimate is the product
+of its sides'; BENCHMARKS.md has the job counts). An entry
 point (:func:`small_call_scope`) decides once per call, from a bound on its sizes (a
 threshold's estimate, not a guarantee); a call inside another keeps the outer call's
 choice. What a call stores before it decides, and the outputs it accumulates step by
@@ -126,7 +127,7 @@ def materialize(df: DataFrame, *, eager: bool = True, accumulates: bool = False)
 
     >>> members = materialize(members.where("group_id = 'g1'"))  # doctest: +SKIP
     """
-    if _CALL.get() == _SMALL and not accumulates:
+    if in_small_call() and not accumulates:
         return local_relation(df)
     if materialization(df.sparkSession) == "reliable":
         return df.checkpoint(eager=True)
@@ -140,20 +141,29 @@ def materialize_state(df: DataFrame, *, eager: bool = True, accumulates: bool = 
 
     >>> owned = materialize_state(owned.unionByName(new_owned))  # doctest: +SKIP
     """
-    if _CALL.get() == _SMALL and not accumulates:  # a local relation's estimate is its size already
+    if in_small_call() and not accumulates:  # a local relation's estimate is its size already
         return local_relation(df)
     return materialize(df.limit(_MAX_ROWS), eager=eager, accumulates=accumulates)
 
 
 def local_relation(df: DataFrame) -> DataFrame:
     """``df``'s rows collected (Arrow) into a local relation of the same schema, in one
-    partition: a plan Spark sizes exactly, and whose aggregations, windows and joins with
-    other such frames need no shuffle (one partition holds every group). For small frames
-    only (:func:`decide_small_call`).
+    partition: a plan Spark sizes exactly, and whose aggregations and windows need no
+    shuffle (one partition holds every key). For small frames only (:func:`decide_small_call`).
 
     >>> owned = local_relation(owned)  # doctest: +SKIP
     """
     return df.sparkSession.createDataFrame(df.toArrow(), schema=df.schema).coalesce(1)
+
+
+def in_small_call() -> bool:
+    """Whether the call in progress was decided small (:func:`decide_small_call`): its
+    materializations are single-partition local relations, so a repartition by group
+    before a window or an aggregation would only add a shuffle.
+
+    >>> by_group = rows if in_small_call() else rows.repartition("group_id")  # doctest: +SKIP
+    """
+    return _CALL.get() == _SMALL
 
 
 def small_call_rows(spark: SparkSession) -> int:

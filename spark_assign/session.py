@@ -41,14 +41,12 @@ def local_session(
     a 1M-partition call on 2 cores, and most of a small call); with the larger cache a
     repeated call compiles none. Set the same in a cluster's configuration.
 
-    Two memory settings size Spark's buffers for many small jobs: ``spark.buffer.pageSize``
-    (:data:`MEMORY_PAGE_SIZE`; Spark derives 64 MiB from a 4 GiB driver) and
-    ``spark.broadcast.blockSize`` (:data:`BROADCAST_BLOCK_SIZE`; 4 MiB by default). Every
-    aggregation or sort of a task takes a whole page with its first row, and every broadcast
-    (each job's task binary too) a whole block: on a small call's thousands of tiny
-    operators those arrays, each over half a G1 heap region, were most of the allocation and
-    set off a garbage collection cycle every second or so (JFR on the README scenario). A
-    larger input only takes more pages; a simulate benchmark ran 8-12% faster (BENCHMARKS.md).
+    Spark's buffers are sized for many small jobs: ``spark.buffer.pageSize``
+    (:data:`MEMORY_PAGE_SIZE`) and ``spark.broadcast.blockSize`` (:data:`BROADCAST_BLOCK_SIZE`).
+    Each aggregation or sort of a task takes a whole page with its first row, and each
+    broadcast (every job's task binary too) a whole block; at Spark's sizes those arrays
+    were most of a replay's allocation and its garbage collection (BENCHMARKS.md, "A small
+    call's state in one partition").
 
     Returns the active session unchanged when one already exists (Databricks,
     spark-submit), so pipelines can call it unconditionally.

@@ -97,11 +97,17 @@ def test_a_small_call_materializes_local_relations(spark):
 
     small, state = call(10)
     assert all("LocalTableScan" in _plan(x) and "Exchange" not in _plan(x) for x in (small, state))
-    # one partition: an aggregation, a window and a join over local relations shuffle nothing
-    combined = small.groupBy("group_id").agg(F.sum("count").alias("total")).join(
-        state.withColumn("rank", F.row_number().over(Window.partitionBy("group_id").orderBy("n"))), "group_id")
-    assert "Exchange hashpartitioning" not in _plan(combined)
-    assert sorted((r.n, r.rank, r.total) for r in combined.collect()) == [(0, 1, 20), (1, 2, 20), (2, 3, 20)]
+    # one partition: an aggregation and a window over local relations shuffle nothing, nor
+    # does a join of two of them that is not broadcast
+    totals = small.groupBy("group_id").agg(F.sum("count").alias("total"))
+    ranked = state.withColumn("rank", F.row_number().over(Window.partitionBy("group_id").orderBy("n")))
+    spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
+    try:
+        combined = totals.join(ranked, "group_id")
+        assert "Exchange" not in _plan(combined) and "BroadcastHashJoin" not in _plan(combined)
+        assert sorted((r.n, r.rank, r.total) for r in combined.collect()) == [(0, 1, 20), (1, 2, 20), (2, 3, 20)]
+    finally:
+        spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
     assert sorted(small.collect()) == sorted(state.collect()) == sorted(df.collect())
     assert small.schema == df.schema
     large, large_state = call(10**6)  # over the default bound: the session's materialization policy
