@@ -158,10 +158,11 @@ def local_relation(df: DataFrame) -> DataFrame:
 
 def in_small_call() -> bool:
     """Whether the call in progress was decided small (:func:`decide_small_call`): its
-    materializations are single-partition local relations, so a repartition by group
-    before a window or an aggregation would only add a shuffle.
+    materializations are single-partition local relations (:func:`materialize`,
+    :func:`partitioned_by`).
 
-    >>> by_group = rows if in_small_call() else rows.repartition("group_id")  # doctest: +SKIP
+    >>> in_small_call()  # doctest: +SKIP
+    False
     """
     return _CALL.get() == _SMALL
 
@@ -239,6 +240,21 @@ def shuffle_partitions(df: DataFrame, rows: int) -> int:
     except (TypeError, ValueError):  # "auto" on some platforms
         base = 200
     return max(base, -(-int(rows) // ROWS_PER_TASK))
+
+
+def partitioned_by(df: DataFrame, *cols: str, rows: Callable[[], int] | None = None) -> DataFrame:
+    """``df`` repartitioned by ``cols`` (so that the windows and aggregations keyed by them
+    that follow shuffle nothing more), into :func:`shuffle_partitions` of ``rows()`` rows
+    when ``rows`` is given (an action, taken only here). Inside a small call ``df`` as it
+    is: its rows are one partition already (:func:`local_relation`), which holds every key.
+
+    >>> by_group = partitioned_by(mem, "group_id")  # doctest: +SKIP
+    """
+    if in_small_call():
+        return df
+    if rows is None:
+        return df.repartition(*cols)
+    return df.repartition(shuffle_partitions(df, rows()), *cols)
 
 
 _LOST_BLOCK = re.compile(r"Checkpoint block (\S+) not found", re.IGNORECASE)

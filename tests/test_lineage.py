@@ -14,6 +14,7 @@ from spark_assign.lineage import (
     decide_small_call,
     materialize,
     materialize_state,
+    partitioned_by,
     small_call_rows,
     small_call_scope,
     small_call_undecided,
@@ -95,7 +96,14 @@ def test_a_small_call_materializes_local_relations(spark):
         decide_small_call(spark, lambda: rows)
         return materialize(df), materialize_state(df)
 
+    @small_call_scope
+    def by_group(rows):
+        decide_small_call(spark, lambda: rows)
+        return partitioned_by(df, "group_id")
+
     small, state = call(10)
+    # a small call's rows are one partition already: nothing to repartition; a large call's are shuffled
+    assert by_group(10) is df and "REPARTITION_BY_COL" in _plan(by_group(10**6)) and "REPARTITION_BY_COL" not in _plan(df)
     assert all("LocalTableScan" in _plan(x) and "Exchange" not in _plan(x) for x in (small, state))
     # one partition: an aggregation and a window over local relations shuffle nothing, nor
     # does a join of two of them that is not broadcast

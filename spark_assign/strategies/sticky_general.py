@@ -69,7 +69,7 @@ from pyspark.sql import functions as F
 
 from ..errors import AssignmentPropertyError, raise_if_rows
 from ..inputs import topic_sizes as count_topic_sizes
-from ..lineage import in_small_call, materialize
+from ..lineage import materialize, partitioned_by
 from ..ordering import java_order, with_member_index
 
 #: cap on balancing rounds: reaching it raises AssignmentPropertyError naming the groups
@@ -168,7 +168,7 @@ def _initial_counts(members: DataFrame, sizes: DataFrame, owned: DataFrame | Non
     by_topic = wm.orderBy("topic_index")
     whole = (Window.unboundedPreceding, Window.unboundedFollowing)
     subs = materialize(
-        (subs if in_small_call() else subs.repartition("group_id"))
+        partitioned_by(subs, "group_id")
         .withColumn("topic_index", F.dense_rank().over(wg.orderBy(java_order("topic"))) - 1)
         .withColumn("topic_unowned", F.col("num_partitions") - F.sum("owned_count").over(by_member.rowsBetween(*whole)))
         .withColumn("topic_subscribers", F.count("*").over(by_member.rowsBetween(*whole)))
@@ -537,7 +537,7 @@ def _pair_moves(mem: DataFrame, rnd: int) -> DataFrame:
     (one row per partition moved).
 
     Every window and aggregation here is keyed by group and more, so with ``mem``
-    partitioned by group (``mem.repartition("group_id")``, as :func:`target_counts`
+    partitioned by group (``partitioned_by(mem, "group_id")``, as :func:`target_counts`
     passes it) a round shuffles nothing: givers and receivers meet in a window over
     their slot, not in a join."""
     mem = _with_topic_sets(mem)
@@ -607,7 +607,7 @@ def target_counts(
         # a pairing round while some member is above its target and pairing finds
         # moves (on the member rows alone), else check Kafka's rule and water-fill
         if LAST_ROUNDS < max_rounds and not mem.where(F.col("member_load") > F.col("target_load")).isEmpty():
-            by_group = mem if in_small_call() else mem.repartition("group_id")  # the round shuffles nothing more
+            by_group = partitioned_by(mem, "group_id")  # the round shuffles nothing more
             paired = materialize(_after_moves(by_group, _pair_moves(by_group, LAST_ROUNDS)))
             if not paired.where(F.col("moved")).isEmpty():
                 mem, synced = paired.drop("moved"), False

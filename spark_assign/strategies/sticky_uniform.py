@@ -70,7 +70,7 @@ from pyspark.sql import functions as F
 
 from ..frames import union_all
 from ..inputs import BLOCK_BITS, OWNED_TYPE, partition_bit, partition_block, topic_sizes
-from ..lineage import in_small_call, materialize, shuffle_partitions
+from ..lineage import materialize, partitioned_by
 from ..ordering import java_order
 from ..owned import claim_aggregates, claim_outcome, free_to_take, member_ranks
 from ..quota import max_quota, min_quota, num_max_quota
@@ -404,14 +404,14 @@ def _resolve_claims(mem0: DataFrame, gparts: DataFrame, use_racks: bool) -> tupl
         F.lit(None).cast("int").alias("pos"), F.lit(1).alias("_meta"))
     out = claim_outcome()
     # shuffled by partition first (the keys are all distinct, so a map-side partial
-    # aggregation would only cost), into tasks of bounded size; a small call's rows are
-    # one partition already (no shuffle, no count to size one)
+    # aggregation would only cost), into tasks of bounded size (a small call's rows are
+    # one partition already: no shuffle, no count to size one)
     tp = [_G, "topic", "partition"]
-    rows = meta.unionByName(claims)
-    if not in_small_call():
-        n_rows = mem0.agg(F.sum("_listed") + F.sum(F.when(F.col("m_rank") == 0, F.col("P")))).first()[0] or 0  # type: ignore[index]  # a global aggregate: one row
-        rows = rows.repartition(shuffle_partitions(mem0, n_rows), *tp)
-    parts = rows.groupBy(*tp).agg(
+
+    def n_rows() -> int:  # the claims and the metadata rows
+        return mem0.agg(F.sum("_listed") + F.sum(F.when(F.col("m_rank") == 0, F.col("P")))).first()[0] or 0  # type: ignore[index]  # a global aggregate: one row
+
+    parts = partitioned_by(meta.unionByName(claims), *tp, rows=n_rows).groupBy(*tp).agg(
         F.count("_meta").alias("_np"), *claim_aggregates("generation", "m_rank", "pos")
     ).select(_G, "topic", "partition", "_np", "_n_claims", out["holder"].alias("holder"),
              out["co_holder"].alias("co_holder"), out["contested"].alias("contested"), "_pos")
