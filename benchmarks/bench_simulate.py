@@ -5,7 +5,8 @@ Scenario: ``--groups`` groups (default 100) x ``--events`` events each (default
 them), then members leave and new ones join alternately; every event is a rebalance
 of a group on one topic of ``--partitions`` partitions (default 24) with
 ``--strategy`` (default Kafka's range). spark-assign replays all groups together
-(one distributed step per event index, ``simulate()``); the peer replays the same
+(``simulate()``: with range all steps at once, with the sticky family one distributed step
+per event index); the peer replays the same
 events group by group in Python with kafka-python's own assignor, carrying each
 member's owned partitions from one rebalance to the next, and for cooperative-sticky
 calling it again while a rebalance revoked partitions, as the follow-up rebalances
@@ -173,9 +174,11 @@ def main(argv=None) -> int:
          "history recorded",
          "kafka-python replay (assign calls only)", "ratio (peer / ours)"],
         rows,
-        notes=("spark-assign runs one distributed step per event index over all groups (the driver loops over "
-               "event indexes, never over groups) and pays Spark's per-job overhead at every step; the peer "
-               "replays group by group in one Python process and is timed on its assign calls only."),
+        notes=("spark-assign replays all groups together: with range (an assignor that keeps no state between "
+               "rebalances, every event a rebalance) all steps at once, as one distributed computation over "
+               "(group, step) pairs; with the sticky family one distributed step per event index (the driver "
+               "loops over event indexes, never over groups), paying Spark's per-job overhead at every step. "
+               "The peer replays group by group in one Python process and is timed on its assign calls only."),
     )
     return 0
 

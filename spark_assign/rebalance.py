@@ -37,7 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from .assign import GROUP_PROTOCOLS, strategy_name
@@ -69,6 +69,7 @@ from .protocol import (
     COOPERATIVE,
     EAGER,
     PROTOCOL_RULES,
+    assignor_protocol,
     protocol_columns,
     select_assignor,
 )
@@ -284,10 +285,18 @@ def _prepare(members: DataFrame, partitions: DataFrame, *, protocol_rule: str, s
         m = m.join(rules, _G)
     else:
         m = m.withColumn("_rule", F.lit(protocol_rule))
-    # each member's protocol under its group's rule, and the group's (one join, one window)
-    member_proto, group_proto = protocol_columns(F.col("_rule"))
-    m = m.join(select_assignor(m, validate=False), _G).withColumn("_proto", member_proto).withColumn(
-        "_gproto", group_proto)
+    if strategy is not None:
+        # every member of a group lists the same one assignor (the forced one, or in a consumer
+        # group the broker's): it is selected with every member's vote, and under either rule
+        # the members and the group follow the protocol it supports (one window, no vote)
+        m = m.withColumn("assignor", F.col("assignors")[0]).withColumn(
+            "votes", F.count("*").over(Window.partitionBy(_G))).withColumn(
+            "_proto", assignor_protocol("assignor")).withColumn("_gproto", assignor_protocol("assignor"))
+    else:
+        # each member's protocol under its group's rule, and the group's (one join, one window)
+        member_proto, group_proto = protocol_columns(F.col("_rule"))
+        m = m.join(select_assignor(m, validate=False), _G).withColumn("_proto", member_proto).withColumn(
+            "_gproto", group_proto)
     # under EAGER every member gave up everything before the assignment, so no partition
     # is still held by another member: cooperative-sticky assigns like sticky (the
     # previous assignment is still its memory) and withholds nothing

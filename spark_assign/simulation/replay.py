@@ -14,7 +14,9 @@ one distributed computation over every group with an event at that step, in phas
    rounds become the step's generations.
 
 The driver loops over steps, never over groups; :class:`ReplayState` is what one step
-hands to the next, each part materialized so that its plan stays small.
+hands to the next, each part materialized so that its plan stays small. When no step
+depends on the one before (stateless assignors, every step a rebalance by its events),
+the same phases run once over all steps instead (:mod:`.batched`).
 
 >>> result, rows = replay(events, partitions, strategy=None, protocol_rule="static",
 ...                       session_timeout_ms=45_000, scheduled_rebalance_max_delay_ms=0,
@@ -157,10 +159,13 @@ class ReplayOutputs:
 @small_call_scope
 def replay(events: DataFrame, partitions: DataFrame, *, strategy, protocol_rule, session_timeout_ms,
            scheduled_rebalance_max_delay_ms, lags, keep_rows: bool, max_rounds: int, validate: bool,
-           group_protocol: str = "classic", heartbeat_interval_ms: int = 5_000,
+           group_protocol: str = "classic", heartbeat_interval_ms: int = 5_000, batch: bool = True,
            **options: Any) -> tuple[SimulationResult, DataFrame | None]:
     """:func:`~spark_assign.simulate` without the recording: the result, and (``keep_rows``)
-    every recorded generation's assignment rows with their lags (None when nothing rebalanced)."""
+    every recorded generation's assignment rows with their lags (None when nothing rebalanced).
+    ``batch=False``: the step loop even where all steps could run at once (:mod:`.batched`)."""
+    from .batched import batchable, replay_batched, stateless_column  # it runs this module's phases
+
     options = all_options(strategy, options)  # an unknown option fails before the replay starts
     spark = events.sparkSession
     e = normalize_events(events)
@@ -181,8 +186,6 @@ def replay(events: DataFrame, partitions: DataFrame, *, strategy, protocol_rule,
     roster_rows = rosters(timeline, steps).join(cfg, _G).withColumn(
         "assignors", F.when(F.col("_strategy").isNotNull(), F.array(F.col("_strategy"))).otherwise(F.col("assignors")))
     roster_rows = materialize_state(roster_rows)
-    if validate:
-        check_rosters_agree(roster_rows, steps)
     dep_kinds = materialize_state(departure_kinds(timeline, steps))
     # per step, over all groups: whether some group grows a topic, changes lags, is
     # called to rebalance by its events, or delays the resolution of departures (one row
@@ -191,16 +194,31 @@ def replay(events: DataFrame, partitions: DataFrame, *, strategy, protocol_rule,
     per_step = {r.step: r for r in steps.groupBy("step").agg(
         F.bool_or(has("partitions_added")).alias("grow"), F.bool_or(has("lag_change")).alias("lag"),
         F.bool_or("triggers").alias("triggers"), F.bool_and(F.coalesce("triggers", F.lit(False))).alias("all_trigger"),
-        F.bool_or(F.col("_delay") > 0).alias("delay")).collect()}
+        F.bool_or(F.col("_delay") > 0).alias("delay"), F.bool_and(stateless_column()).alias("stateless"),
+        F.collect_set("_strategy").alias("strategies"), F.bool_and(F.col("_strategy").isNotNull()).alias("forced"),
+        F.count("*").alias("groups")).collect()}
+    if validate and not all(r.forced for r in per_step.values()):  # a forced assignor is every member's only one
+        check_rosters_agree(roster_rows.where(F.col("_strategy").isNull()), steps)
     # without delayed resolution anywhere nothing is ever held: the held state stays empty
     any_delay = any(r.delay for r in per_step.values())
+    # range and roundrobin, every step called for by its events: all steps at once
+    at_once = batch and batchable(per_step)
     # the frames above span every step (the rosters grow with steps x members): stored
     # by the session's policy. A step's state is bounded by its groups' partitions: a
     # small replay keeps it, and its rebalances' intermediates, as local relations
-    if decide_small_call(spark, lambda: _bound_rows(e, p0)):
-        log.info("simulate: a small replay, each step's state kept as local relations")
+    pairs = sum(r.groups for r in per_step.values()) if at_once else None
+    if decide_small_call(spark, lambda: _bound_rows(e, p0, pairs)):
+        log.info("simulate: a small replay, its state kept as local relations")
     state = _initial_state(e, p0, lags)
     out = ReplayOutputs()
+    if at_once:
+        log.info("simulate: all %d steps at once (a stateless assignor, every step a rebalance)", max(per_step))
+        strategies = sorted({name for r in per_step.values() for name in r.strategies})
+        final, out = replay_batched(state, steps, roster_rows, dep_kinds, strategies=strategies,
+                                    protocol_rule=protocol_rule,
+                                    max_rounds=max_rounds, keep_rows=keep_rows, options=options)
+        state.owned = final
+        per_step = {}  # nothing left for the step loop
     for k in range(1, max(per_step, default=0) + 1):
         log.info("simulate: step %d of %d", k, max(per_step))
         sk = steps.where(F.col("step") == k)
@@ -230,14 +248,15 @@ def replay(events: DataFrame, partitions: DataFrame, *, strategy, protocol_rule,
     return result, (union_all(out.rows) if out.rows else None)
 
 
-def _bound_rows(e: DataFrame, p0: DataFrame) -> int:
+def _bound_rows(e: DataFrame, p0: DataFrame, pairs: int | None = None) -> int:
     """The events plus the groups times the partitions: a step's state (each group owns
     at most every partition of its topics, grown topics apart) and its rosters (each
-    member joined by an event) are no larger. One action."""
+    member joined by an event) are no larger. With ``pairs`` (the groups' steps, all run
+    at once) those times the partitions instead. One action."""
     n = e.agg(F.count("*").alias("events"), F.count_distinct(_G).alias("groups")).crossJoin(
         p0.agg(F.count("*").alias("partitions"))).first()
     assert n is not None  # global aggregates: one row
-    return int(n["events"]) + int(n["groups"]) * int(n["partitions"])
+    return int(n["events"]) + (int(n["groups"]) if pairs is None else pairs) * int(n["partitions"])
 
 
 def _initial_state(e: DataFrame, p0: DataFrame, lags: DataFrame | None) -> ReplayState:
@@ -342,10 +361,11 @@ def _rebalance_flags(step: Step, departed: DataFrame, released: DataFrame) -> Da
 
 def _rebalance_step(state: ReplayState, step: Step, flags: DataFrame, rb_groups: DataFrame, owned_now: DataFrame,
                     departed: DataFrame, out: ReplayOutputs, *, protocol_rule: str, max_rounds: int,
-                    keep_rows: bool, options: dict[str, Any]) -> DataFrame:
+                    keep_rows: bool, options: dict[str, Any], strategy: str | None = None) -> DataFrame:
     """Phase 4: one rebalance over the step's rebalancing groups, topics scoped by group.
     Appends the rounds to ``out``, updates ``state.groups``; returns the groups' new
-    owned rows (``group_id, member_id, group_instance_id, topic, partition``)."""
+    owned rows (``group_id, member_id, group_instance_id, topic, partition``).
+    ``strategy``: the one assignor every group runs, when the caller knows it."""
     members = _members_for(step.roster.join(rb_groups, _G, "left_semi"), owned_now, state.groups, flags)
     scoped_meta = state.meta.join(rb_groups, _G, "left_semi")
     scoped_parts = scoped_meta.select(
@@ -358,7 +378,7 @@ def _rebalance_step(state: ReplayState, step: Step, flags: DataFrame, rb_groups:
     dep_rows = departed.join(rb_groups, _G, "left_semi").select(
         _G, "member_id", scope("topic").alias("topic"), "partition", "kind")
     r = rebalance(members, scoped_parts, lags=scoped_lags, protocol_rule=protocol_rule, max_rounds=max_rounds,
-                  unavailable=unavailable, departed=dep_rows, validate=False, **options)
+                  unavailable=unavailable, departed=dep_rows, validate=False, strategy=strategy, **options)
     last = r.summary.groupBy(_G).agg(F.max_by(F.struct("generation", "protocol"), "round").alias("_l"))
     state.groups = materialize_state(state.groups.join(per_group(last.select(_G)), _G, "left_anti").unionByName(
         last.select(_G, F.col("_l.generation").alias("generation"), F.col("_l.protocol").alias("protocol"))))
