@@ -178,7 +178,8 @@ def main(argv=None) -> int:
                "rebalances, every event a rebalance) all steps at once, as one distributed computation over "
                "(group, step) pairs; with the sticky family one distributed step per event index (the driver "
                "loops over event indexes, never over groups), paying Spark's per-job overhead at every step. "
-               "The peer replays group by group in one Python process and is timed on its assign calls only."),
+               "The peer replays group by group in one Python process and is timed on its assign calls only. "
+               "Per step: the whole replay's time and jobs over the events per group."),
     )
     return 0
 

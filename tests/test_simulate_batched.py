@@ -8,8 +8,12 @@ import yaml
 from casetable import CASES_DIR
 from chispa import assert_df_equality
 from pyspark.sql import Row
+from pyspark.sql import functions as F
 
+from spark_assign.frames import union_all
+from spark_assign.history import AssignmentHistory
 from spark_assign.properties import check_assignment
+from spark_assign.simulate import SimulationResult, simulate
 from spark_assign.simulation.batched import batchable
 from spark_assign.simulation.replay import replay
 
@@ -34,13 +38,13 @@ def _inputs(spark):
 
 
 def _members(case) -> dict[str, set[str]]:
-    """The members after the case's last event, with their subscriptions."""
+    """The members after the case's last event (crashed ones timed out), with their subscriptions."""
     members: dict[str, set[str]] = {}
     for _, kind, member, *more in case["events"]:
         topics = set((more[0] if more else {}).get("topics") or [])
         if kind == "join":
             members[member] = topics
-        elif kind == "leave":
+        elif kind in ("leave", "crash"):
             del members[member]
         elif kind == "subscribe":
             members[member] |= topics
@@ -55,12 +59,21 @@ def _replay(events, parts, lags, *, batch):
                   batch=batch)
 
 
+def _union(results):
+    """The replays' tables, one each (their groups apart)."""
+    tables = {t: union_all([getattr(r, t) for r, _ in results])
+              for t in ("generations", "steps", "assignment", "revocations")}
+    return SimulationResult(**tables), union_all([rows for _, rows in results])
+
+
 def test_all_steps_at_once_equal_the_step_loop(spark, caplog):
     events, parts, lags = _inputs(spark)
+    # one replay per strategy: each forces one assignor, which its rebalance then need not select
     with caplog.at_level(logging.INFO, logger="spark_assign.simulation.replay"):
-        at_once, rows_at_once = _replay(events, parts, lags, batch=True)
-    assert any("steps at once" in m for m in caplog.messages)  # the batched path ran
-    loop, rows_loop = _replay(events, parts, lags, batch=False)
+        at_once, rows_at_once = _union([_replay(events.where(F.col("_strategy") == name), parts, lags, batch=True)
+                                        for name in ("range", "roundrobin")])
+    assert sum("steps at once" in m for m in caplog.messages) == 2  # the batched path ran, twice
+    loop, rows_loop = _replay(events, parts, lags, batch=False)  # both strategies: the selection runs
     for table in ("generations", "steps", "assignment", "revocations"):
         assert_df_equality(getattr(at_once, table), getattr(loop, table), ignore_row_order=True,
                            ignore_nullable=True, ignore_column_order=True)
@@ -74,14 +87,30 @@ def test_all_steps_at_once_equal_the_step_loop(spark, caplog):
     members = spark.createDataFrame([(c["name"], m, sorted(t)) for c in TABLE["cases"] for m, t in _members(c).items()],
                                     "group_id string, member_id string, topics array<string>")
     check_assignment(at_once.assignment, members, parts, balance="topic").count()
+    # a crashed member's partitions idle until its session times out, then lost
+    crash = "range_crash_lost_at_expiry"
+    assert {s.at: s.idle for s in at_once.steps.where(F.col("group_id") == crash).collect()} == {
+        0: 0, 10: 0, 20: 2, 45_020: 0}
+    assert sorted((r.member_id, r.partition) for r in at_once.revocations.where(
+        (F.col("group_id") == crash) & (F.col("kind") == "lost")).collect()) == [("a", 0), ("a", 1)]
     # every generation's rows carry the lags of their partitions
     lagged = {(r.topic, r.partition): r.lag for r in rows_at_once.where("lag is not null").collect()}
     assert lagged == {_tp(tp): lag for tp, lag in TABLE["lags"].items()}
-    # one generation per step here, numbered from the group's last one (from 1 again once the
-    # group emptied: its members own nothing)
+    # one generation per step with members, numbered on from the group's last one, also
+    # once the group emptied (nobody owns anything then)
     gens = {(r.group_id, r.step): r.generation for r in at_once.generations.collect()}
     assert [gens[("range_joins_and_leaves", k)] for k in range(1, 6)] == [1, 2, 3, 4, 5]
-    assert [gens.get(("range_group_empties", k)) for k in range(1, 5)] == [1, None, 1, 2]
+    assert [gens.get(("range_group_empties", k)) for k in range(1, 5)] == [1, None, 2, 3]
+
+
+def test_a_group_that_empties_is_recorded_with_its_generations_numbered_on(spark, tmp_path):
+    events, parts, _ = _inputs(spark)
+    history = AssignmentHistory(str(tmp_path / "history"), spark)
+    r = simulate(events.where("group_id = 'range_group_empties'").drop("_strategy", "_rule"), parts,
+                 strategy="range", history=history)
+    assert sorted(g.generation for g in r.generations.collect()) == [1, 2, 3]
+    recorded = history.history().where("group_id = 'range_group_empties'")
+    assert sorted((g.generation, g.members) for g in recorded.collect()) == [(1, 1), (2, 1), (3, 2)]
 
 
 @pytest.mark.parametrize("flag, value", [("all_trigger", False), ("stateless", False), ("grow", True),

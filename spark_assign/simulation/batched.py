@@ -2,10 +2,11 @@
 
 ``range`` and ``roundrobin`` under the classic protocol assign from the step's members
 and metadata alone: the previous assignment plays no part (EAGER: every member gives
-up everything first, and one round completes the rebalance). When every step of every
-group rebalances by its own events (no crash or static leave waiting for its session
-timeout, no quiet static return, no delayed resolution, no topic growth, no lag change),
-nothing a step computes decides what the next one does, and the whole replay is a
+up everything first, and one round completes the rebalance). When every group runs one
+of them (forced: ``_strategy``) and has, at every step, an event that calls for a
+rebalance (a crash, a static leave or a quiet static return only beside one), with no
+delayed resolution, topic growth or lag change, nothing a step computes decides whether
+or what the next one rebalances, and the whole replay is a
 distributed computation over *(group, step)* pairs, each pair a group of its own
 (:func:`pair_id`):
 
@@ -13,7 +14,7 @@ distributed computation over *(group, step)* pairs, each pair a group of its own
    :func:`~spark_assign.assign` call per assignor;
 2. each step's owned partitions (the previous step's assignment, carried as the step
    loop carries it: members gone depart, a static member's replacement inherits) and
-   generation (a window over the steps), then the step loop's own phases
+   its group's last generation (a window over the steps), then the step loop's own phases
    (:mod:`.replay`) once over every pair: one :func:`~spark_assign.rebalance.rebalance`
    gives every step's generation, moves, revocations and rows.
 
@@ -124,7 +125,7 @@ def replay_batched(state: ReplayState, steps: DataFrame, roster_rows: DataFrame,
                           groups=state.groups.limit(0))
     departures = _pairs(dep_kinds).withColumn("step", F.lit(step.k))
     owned_now, departed, _ = _carry_ownership(carried, step, departures, False)
-    carried.groups = materialize_state(_previous_generations(owned_now, steps))
+    carried.groups = _previous_generations(roster_rows, steps)
     out = ReplayOutputs()
     one = strategies[0] if len(strategies) == 1 else None  # then nothing to select: its options alone
     new_owned = materialize_state(_rebalance_step(
@@ -138,17 +139,15 @@ def replay_batched(state: ReplayState, steps: DataFrame, roster_rows: DataFrame,
         revocations=[_unpair(r) for r in out.revocations], rows=[_unpair(r) for r in out.rows])
 
 
-def _previous_generations(owned_now: DataFrame, steps: DataFrame) -> DataFrame:
-    """Per pair: the generation and protocol of its group's rebalance at the step before,
-    as the step loop carries them (``group_id`` the pair, ``generation``, ``protocol``).
-
-    A rebalance numbers its round from its members' highest generation, which only
-    members owning partitions carry: a step whose members own nothing starts again at 1,
-    and every other step is one generation after the one before (one round each, EAGER)."""
-    has = _unpair(owned_now.select(_G).distinct(), step=True).withColumn("_owns", F.lit(True))
-    w = Window.partitionBy(_G).orderBy("step")
-    since = F.max(F.when(F.col("_owns").isNull(), F.col("step"))).over(
-        w.rowsBetween(Window.unboundedPreceding, Window.currentRow))
-    gens = steps.select(_G, "step").join(has, [_G, "step"], "left").withColumn("_gen", F.col("step") - since + 1)
-    return _pairs(gens.withColumn("generation", F.lag("_gen").over(w).cast("int"))).select(
-        _G, "generation", F.lit(EAGER).alias("protocol"))
+def _previous_generations(roster_rows: DataFrame, steps: DataFrame) -> DataFrame:
+    """Per pair: the generation and protocol of its group's last rebalance before the step,
+    as the step loop carries them (``group_id`` the pair, ``generation``, ``protocol``; no
+    row before the group's first rebalance). Every step with members is one rebalance of
+    one round (EAGER), one generation: the generation before step k is the number of the
+    group's steps before k that had members."""
+    with_members = roster_rows.select(_G, "step").distinct().withColumn("_rebalanced", F.lit(1))
+    before = F.sum("_rebalanced").over(
+        Window.partitionBy(_G).orderBy("step").rowsBetween(Window.unboundedPreceding, -1))
+    gens = steps.select(_G, "step").join(with_members, [_G, "step"], "left").withColumn("generation", before)
+    return _pairs(gens).where(F.col("generation") > 0).select(
+        _G, F.col("generation").cast("int").alias("generation"), F.lit(EAGER).alias("protocol"))

@@ -32,7 +32,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 
-from ..assign import group_protocol_of
+from ..assign import group_protocol_of, strategy_name
 from ..frames import GROUP as _G
 from ..frames import per_group, union_all
 from ..inputs import OWNED_TYPE, normalize_partitions
@@ -172,7 +172,8 @@ def replay(events: DataFrame, partitions: DataFrame, *, strategy, protocol_rule,
     extra_cfg = [c for c in CONFIG_COLUMNS if c in events.columns]
     if extra_cfg:
         e = e.join(events.select(_G, *extra_cfg).distinct(), _G, "left")
-    e = with_config(e, strategy=strategy, protocol_rule=protocol_rule, session_timeout_ms=session_timeout_ms,
+    forced = strategy_name(strategy) if strategy is not None else None  # Kafka's class names as short ones
+    e = with_config(e, strategy=forced, protocol_rule=protocol_rule, session_timeout_ms=session_timeout_ms,
                     delay_ms=scheduled_rebalance_max_delay_ms, group_protocol=group_protocol,
                     heartbeat_ms=heartbeat_interval_ms)
     p0 = normalize_partitions(partitions)
@@ -428,7 +429,9 @@ def _members_for(roster: DataFrame, owned: DataFrame, group_state: DataFrame, fl
             F.transform(F.coalesce("topics", F.array().cast("array<string>")),
                         lambda t: F.concat(F.col(_G), F.lit(SCOPE), t)).alias("topics"),
             F.coalesce("_o", F.array().cast(OWNED_TYPE)).cast(OWNED_TYPE).alias("owned"),
-            F.when(F.col("_o").isNotNull(), F.col("generation")).cast("int").alias("generation"),
+            # the group's last generation, whoever owns what: the rebalance numbers its
+            # rounds on from it (a group that emptied, or whose members own nothing, too)
+            F.col("generation").cast("int").alias("generation"),
             "assignors",
             F.when(F.col("_o").isNotNull(), F.col("protocol")).alias("protocol"),
             "protocol_rule", "group_protocol", "remote_assignor",
