@@ -10,8 +10,8 @@ event at that step (never a loop over groups); the driver loops over steps
 (bounded by the events per group) and cuts the lineage of the state each step
 (:mod:`spark_assign.simulation.replay`). A replay that forces ``range`` or
 ``roundrobin`` (classic protocol) on every group, each of whose steps has an event that
-calls for a rebalance, runs all its steps at once instead, as one computation over (group, step) pairs, with
-the same results (:mod:`spark_assign.simulation.batched`).
+calls for a rebalance, runs all its steps at once instead, as one computation over
+(group, step) pairs, with the same results (:mod:`spark_assign.simulation.batched`).
 Every rebalance round is recorded as a generation in ``history``; the
 simulated time of each generation goes to the ``simulation`` table next to the
 history (``group_id, generation, round, step, at, event_kinds, unassigned``;
