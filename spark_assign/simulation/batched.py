@@ -47,7 +47,7 @@ from .replay import (
     _rebalance_flags,
     _rebalance_step,
     _step_stats,
-    scope,
+    scoped_partitions,
     unscope,
 )
 
@@ -84,10 +84,8 @@ def _pairs(df: DataFrame, step: Column | str = "step") -> DataFrame:
     return df.withColumn(_G, pair_id(step))
 
 
-def _unpair(df: DataFrame, *, step: bool = False) -> DataFrame:
-    """``df`` keyed by pairs, keyed by their groups again (and their steps, with ``step``)."""
-    if step:
-        df = df.withColumn("step", F.expr(f"right({_G}, {STEP_WIDTH})").cast("int"))
+def _unpair(df: DataFrame) -> DataFrame:
+    """``df`` keyed by pairs, keyed by their groups again."""
     return df.withColumn(_G, F.expr(f"left({_G}, length({_G}) - {STEP_WIDTH + 1})"))
 
 
@@ -107,8 +105,7 @@ def replay_batched(state: ReplayState, steps: DataFrame, roster_rows: DataFrame,
     flags = _rebalance_flags(step, pair_steps.limit(0), pair_steps.limit(0))  # every pair rebalances
 
     # 1. every step's assignment, from its members alone (one call per assignor)
-    parts = (meta.select(_G, "topic", F.explode(F.sequence(F.lit(0), F.col("partitions") - 1)).alias("partition"))
-             .where(F.col("partition") >= 0).select(scope("topic").alias("topic"), F.col("partition").cast("int")))
+    parts = scoped_partitions(meta)
     members = _members_for(roster, state.owned.limit(0), state.groups.limit(0), flags)
     per_strategy = strategy_options(None, options)
     first = union_all([

@@ -66,6 +66,14 @@ def scope(col: Column | str = "topic") -> Column:
     return F.concat(F.col(_G), F.lit(SCOPE), c)
 
 
+def scoped_partitions(meta: DataFrame) -> DataFrame:
+    """Every partition of ``meta`` (``group_id, topic, partitions``) as ``topic, partition``,
+    the topic group-scoped (:func:`scope`): the metadata of a rebalance over those groups."""
+    return meta.select(
+        _G, "topic", F.explode(F.sequence(F.lit(0), F.col("partitions") - 1)).alias("partition")
+    ).where(F.col("partition") >= 0).select(scope("topic").alias("topic"), F.col("partition").cast("int"))
+
+
 def unscope(col: Column | str = "topic") -> Column:
     """The topic of a group-scoped topic name."""
     c = F.col(col) if isinstance(col, str) else col
@@ -369,9 +377,7 @@ def _rebalance_step(state: ReplayState, step: Step, flags: DataFrame, rb_groups:
     ``strategy``: the one assignor every group runs, when the caller knows it."""
     members = _members_for(step.roster.join(rb_groups, _G, "left_semi"), owned_now, state.groups, flags)
     scoped_meta = state.meta.join(rb_groups, _G, "left_semi")
-    scoped_parts = scoped_meta.select(
-        _G, "topic", F.explode(F.sequence(F.lit(0), F.col("partitions") - 1)).alias("partition")
-    ).where(F.col("partition") >= 0).select(scope("topic").alias("topic"), F.col("partition").cast("int"))
+    scoped_parts = scoped_partitions(scoped_meta)
     unavailable = state.held.join(rb_groups, _G, "left_semi").select(scope("topic").alias("topic"), "partition")
     scoped_lags = (state.lags.join(rb_groups, _G, "left_semi").select(_G, scope("topic").alias("topic"),
                                                                       "partition", "lag")
