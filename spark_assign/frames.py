@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 #: the column every input and output is keyed by first
 GROUP = "group_id"
@@ -24,6 +25,17 @@ def union_all(dfs: Sequence[DataFrame], *, allow_missing: bool = False) -> DataF
     for df in dfs[1:]:
         out = out.unionByName(df, allowMissingColumns=allow_missing)
     return out
+
+
+def empty(spark: SparkSession, schema: str | StructType) -> DataFrame:
+    """A frame of no rows with ``schema`` (a DDL string or a StructType), planned as an empty local
+    relation: nothing runs to read it (an empty ``createDataFrame`` on classic Spark is a
+    Python RDD, which a job reads by starting a Python worker).
+
+    >>> empty(spark, "group_id string, generation int").count()  # doctest: +SKIP
+    0
+    """
+    return spark.createDataFrame([], schema).limit(0)  # Spark's optimizer: an empty local relation
 
 
 def per_group(df: DataFrame) -> DataFrame:

@@ -28,6 +28,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from .errors import InvalidLagsError, MissingColumnError, raise_if_rows
+from .frames import empty
 
 #: the normalized lag schema (also what history.record(..., lags=) stores)
 LAG_COLUMNS = ("group_id", "topic", "partition", "lag")
@@ -111,7 +112,7 @@ def _check(bad: DataFrame, rows: DataFrame) -> None:
 
 def _lags(lags: DataFrame | None, spark_df: DataFrame) -> DataFrame:
     if lags is None:
-        return spark_df.sparkSession.createDataFrame([], "group_id string, topic string, partition int, lag long")
+        return empty(spark_df.sparkSession, "group_id string, topic string, partition int, lag long")
     if "lag" in lags.columns and set(LAG_COLUMNS) <= set(lags.columns):
         return lags.select(*LAG_COLUMNS)
     return partition_lags(lags)

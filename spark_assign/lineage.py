@@ -43,7 +43,9 @@ point (:func:`small_call_scope`) decides once per call, from a bound on its size
 threshold's estimate, not a guarantee); a call inside another keeps the outer call's
 choice. What a call stores before it decides, and the outputs it accumulates step by
 step, follow the policy above; only its local relations are out of a lost executor's
-reach.
+reach. Once decided, a small call runs under :data:`SMALL_CALL_SETTINGS` (Spark's
+interpreted execution, no broadcast joins) until it ends, when the session's own settings
+come back (``spark.assign.smallCallSettings=false`` keeps them throughout).
 """
 
 from __future__ import annotations
@@ -71,6 +73,20 @@ SMALL_CALL_ROWS = 50_000
 #: the call in progress: outside any scope, in one not decided yet, decided small or large
 _OUTSIDE, _OPEN, _SMALL, _LARGE = "outside", "open", "small", "large"
 _CALL: ContextVar[str] = ContextVar("spark_assign_small_call", default=_OUTSIDE)
+#: the session setting that keeps the session's own settings in small calls ("false")
+SMALL_CALL_SETTINGS_CONF = "spark.assign.smallCallSettings"
+#: what a small call runs under: Spark's interpreted operators and expressions, no generated
+#: code (its rows are few; compiling its plans' code was most of its time), and no broadcast
+#: joins (its local relations are one partition each: a join of two shuffles nothing, while
+#: each broadcast is a Spark job of its own)
+SMALL_CALL_SETTINGS = {
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+    "spark.sql.autoBroadcastJoinThreshold": "-1",
+}
+#: the session and the settings a small call changed, to restore when its outermost scope ends
+_RESTORE: ContextVar[tuple[SparkSession, dict[str, str | None]] | None] = ContextVar(
+    "spark_assign_small_call_restore", default=None)
 
 
 def checkpoint_dir(spark: SparkSession) -> str | None:
@@ -190,10 +206,15 @@ def small_call_scope(fn: _F) -> _F:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        token = _CALL.set(_OPEN if _CALL.get() == _OUTSIDE else _CALL.get())
+        outermost = _CALL.get() == _OUTSIDE
+        token = _CALL.set(_OPEN if outermost else _CALL.get())
+        restore = _RESTORE.set(None) if outermost else None
         try:
             return fn(*args, **kwargs)
         finally:
+            if restore is not None:
+                _restore_settings()
+                _RESTORE.reset(restore)
             _CALL.reset(token)
 
     return wrapper  # type: ignore[return-value]
@@ -220,7 +241,47 @@ def decide_small_call(spark: SparkSession, bound_rows: Callable[[], int]) -> boo
     if _CALL.get() == _OPEN:
         limit = small_call_rows(spark)
         _CALL.set(_SMALL if limit and bound_rows() <= limit else _LARGE)
+        if _CALL.get() == _SMALL:
+            _apply_small_call_settings(spark)
     return _CALL.get() == _SMALL
+
+
+def _apply_small_call_settings(spark: SparkSession) -> None:
+    """Run the rest of a small call under :data:`SMALL_CALL_SETTINGS` (unless
+    ``spark.assign.smallCallSettings`` is ``false``), until its outermost scope ends.
+
+    Spark compiles generated Java code for every new plan: about 1,200 classes for one
+    rebalance of the README's sample groups, about 13 s of its 47 s on 2 cores, for a few
+    hundred rows. Interpreted and without broadcasts, that run takes 38 s and the sample
+    scenario's replay 119 s instead of 140 s (BENCHMARKS.md). These are session settings:
+    a query the session runs while a small call is in progress (from another thread) runs
+    under them too, which changes its speed, never its result. A platform that refuses a
+    setting (some serverless ones) keeps its own.
+    """
+    if str(spark.conf.get(SMALL_CALL_SETTINGS_CONF, None) or "").strip().lower() == "false":
+        return
+    previous: dict[str, str | None] = {}
+    for key, value in SMALL_CALL_SETTINGS.items():
+        try:
+            before = spark.conf.get(key, None)
+            spark.conf.set(key, value)
+        except Exception:  # a platform that does not let a session change it
+            continue
+        previous[key] = before
+    _RESTORE.set((spark, previous))
+
+
+def _restore_settings() -> None:
+    """The settings :func:`_apply_small_call_settings` changed, back as they were."""
+    saved = _RESTORE.get()
+    if saved is None:
+        return
+    spark, previous = saved
+    for key, before in previous.items():
+        try:
+            spark.conf.unset(key) if before is None else spark.conf.set(key, before)
+        except Exception:  # a session already stopped
+            pass
 
 
 #: rows per task a large hash aggregation aims at (hash tables that stay in cache)

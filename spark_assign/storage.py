@@ -47,6 +47,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from .errors import HistoryError
+from .frames import empty
 from .input_files import (  # noqa: F401  (re-exported: callers read their inputs through this module)
     CSV_ARRAY_COLUMNS,
     INPUT_FORMATS,
@@ -195,7 +196,7 @@ class DeltaStore:
 
     def _empty(self) -> DataFrame:
         """No rows, with the table's schema."""
-        return self.spark.createDataFrame([], self.schema)
+        return empty(self.spark, self.schema)
 
     def _all_columns(self, df: DataFrame) -> DataFrame:
         """``df`` with the table's columns, in order: tables written by older versions

@@ -11,6 +11,8 @@ from pyspark.sql import functions as F
 from spark_assign.errors import InvalidOptionError
 from spark_assign.lineage import (
     SMALL_CALL_CONF,
+    SMALL_CALL_SETTINGS,
+    SMALL_CALL_SETTINGS_CONF,
     decide_small_call,
     materialize,
     materialize_state,
@@ -84,6 +86,50 @@ def test_small_call_is_decided_once_by_the_outermost_call(spark):
         assert inner(0) == (False, False) and asked == [100, 101, 5, 500, 1, 500]
     with _setting(spark, None):  # the default
         assert small_call_rows(spark) == 50_000
+
+
+@pytest.mark.connect
+def test_a_small_call_runs_under_its_settings_and_gives_the_session_back(spark):
+    keys = sorted(SMALL_CALL_SETTINGS)
+    seen = []
+
+    def settings():
+        return [spark.conf.get(k, None) for k in keys]
+
+    @small_call_scope
+    def inner():
+        seen.append(("inner", settings()))
+
+    @small_call_scope
+    def call(rows, fail=False):
+        seen.append(("undecided", settings()))
+        small = decide_small_call(spark, lambda: rows)
+        seen.append(("decided", settings()))
+        rows_out = spark.range(5).where("id % 2 = 0").collect()  # runs interpreted, same rows
+        inner()
+        if fail:
+            raise ValueError("boom")
+        return small, [r.id for r in rows_out]
+
+    chosen = [SMALL_CALL_SETTINGS[k] for k in keys]
+    spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "1234")  # a value of the user's
+    try:
+        before = settings()
+        assert call(10) == (True, [0, 2, 4])
+        assert seen == [("undecided", before), ("decided", chosen), ("inner", chosen)] and settings() == before
+        seen.clear()
+        with pytest.raises(ValueError):  # a failing call gives the settings back too
+            call(10, fail=True)
+        assert seen[1] == ("decided", chosen) and settings() == before
+        seen.clear()
+        assert call(10**6) == (False, [0, 2, 4]) and seen[1] == ("decided", before)  # a large call: untouched
+        seen.clear()
+        spark.conf.set(SMALL_CALL_SETTINGS_CONF, "false")  # the user keeps the session's settings
+        assert call(10) == (True, [0, 2, 4]) and seen[1] == ("decided", before)
+    finally:
+        spark.conf.unset(SMALL_CALL_SETTINGS_CONF)
+        spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
+    assert spark.conf.get("spark.sql.autoBroadcastJoinThreshold", None) is None
 
 
 @pytest.mark.connect

@@ -17,6 +17,7 @@ from pyspark.sql import types as T
 from ..errors import HistoryError, InvalidOptionError
 from ..frames import GROUP as _G
 from ..frames import TP as _TP
+from ..frames import empty
 from ..storage import DeltaStore, is_path
 
 SIMULATION_SCHEMA = T.StructType([
@@ -60,7 +61,7 @@ def simulation_table(history) -> DataFrame:
     """The ``simulation`` rows recorded beside ``history`` (empty when none)."""
     store = simulation_store(history)
     if not store.exists():
-        return history.spark.createDataFrame([], SIMULATION_SCHEMA)
+        return empty(history.spark, SIMULATION_SCHEMA)
     return store.read()
 
 

@@ -284,19 +284,24 @@ def steps_of(e: DataFrame, synthetic: DataFrame) -> DataFrame:
         _G, "at", "step", "kinds", (F.col("_t") == 1).alias("triggers"))
 
 
-def rosters(timeline: DataFrame, steps: DataFrame) -> DataFrame:
-    """The members of every group at every step: each member's latest event at
-    or before the step's time, kept while present, or away before its deadline
-    and not replaced by a member with its group.instance.id."""
+def latest_events(timeline: DataFrame, steps: DataFrame) -> DataFrame:
+    """Per group, step and member: the member's latest event at or before the step's
+    time, with what it says of the member (the rows :func:`rosters` and
+    :func:`departure_kinds` read; one join and one window for both)."""
     t = timeline.select(
         _G, "member_id", F.col("at").alias("_eat"), "_order", "kind", "_topics", "_assignors", "_iid", "_rack",
         "_status", "_deadline")
-    s = steps.select(_G, "at", "step")
-    latest = (
-        s.join(t, _G).where(F.col("_eat") <= F.col("at"))
-        .withColumn("_r", F.row_number().over(Window.partitionBy(_G, "step", "member_id").orderBy(F.col("_order").desc())))
-        .where("_r = 1").drop("_r")
+    latest_first = Window.partitionBy(_G, "step", "member_id").orderBy(F.col("_order").desc())
+    return (
+        steps.select(_G, "at", "step").join(t, _G).where(F.col("_eat") <= F.col("at"))
+        .withColumn("_r", F.row_number().over(latest_first)).where("_r = 1").drop("_r")
     )
+
+
+def rosters(latest: DataFrame) -> DataFrame:
+    """The members of every group at every step (from :func:`latest_events`): each
+    member's latest event at or before the step's time, kept while present, or away
+    before its deadline and not replaced by a member with its group.instance.id."""
     live = latest.where(
         (F.col("_status") == "present") | ((F.col("_status") == "away") & (F.col("at") < F.col("_deadline"))))
     present_iids = live.where((F.col("_status") == "present") & F.col("_iid").isNotNull()).select(
@@ -312,17 +317,11 @@ def rosters(timeline: DataFrame, steps: DataFrame) -> DataFrame:
         F.col("kind").alias("last_kind"))
 
 
-def departure_kinds(timeline: DataFrame, steps: DataFrame) -> DataFrame:
-    """``group_id, step, member_id, kind``: 'lost' for members whose last event
-    before the step is a crash, else 'revoked'."""
-    t = timeline.select(_G, "member_id", F.col("at").alias("_eat"), "_order", F.col("kind").alias("_k"))
-    latest = (
-        steps.select(_G, "at", "step").join(t, _G).where(F.col("_eat") <= F.col("at"))
-        .withColumn("_r", F.row_number().over(Window.partitionBy(_G, "step", "member_id").orderBy(F.col("_order").desc())))
-        .where("_r = 1")
-    )
+def departure_kinds(latest: DataFrame) -> DataFrame:
+    """``group_id, step, member_id, kind`` (from :func:`latest_events`): 'lost' for
+    members whose last event before the step is a crash, else 'revoked'."""
     return latest.select(_G, "step", "member_id",
-                         F.when(F.col("_k") == "crash", F.lit("lost")).otherwise(F.lit("revoked")).alias("kind"))
+                         F.when(F.col("kind") == "crash", F.lit("lost")).otherwise(F.lit("revoked")).alias("kind"))
 
 
 def check_rosters_agree(rosters: DataFrame, steps: DataFrame) -> None:

@@ -34,15 +34,16 @@ from pyspark.sql import functions as F
 
 from ..assign import group_protocol_of, strategy_name
 from ..frames import GROUP as _G
-from ..frames import per_group, union_all
+from ..frames import empty, per_group, union_all
 from ..inputs import OWNED_TYPE, normalize_partitions
-from ..lineage import decide_small_call, materialize_state, small_call_scope
+from ..lineage import decide_small_call, in_small_call, materialize_state, small_call_scope
 from ..options import strategy_options
 from ..rebalance import rebalance
 from .analytics import SIMULATION_SCHEMA
 from .events import (
     check_rosters_agree,
     departure_kinds,
+    latest_events,
     member_timeline,
     normalize_events,
     ordered,
@@ -192,10 +193,12 @@ def replay(events: DataFrame, partitions: DataFrame, *, strategy, protocol_rule,
     timeline = materialize_state(member_timeline(e))
     cfg = e.select(_G, *CONFIG_COLUMNS).distinct()
     steps = materialize_state(steps_of(e, synthetic_events(e, timeline)).join(cfg, _G))
-    roster_rows = rosters(timeline, steps).join(cfg, _G).withColumn(
+    # each member's latest event before each step: read by the rosters and the departures
+    latest = materialize_state(latest_events(timeline, steps))
+    roster_rows = rosters(latest).join(cfg, _G).withColumn(
         "assignors", F.when(F.col("_strategy").isNotNull(), F.array(F.col("_strategy"))).otherwise(F.col("assignors")))
     roster_rows = materialize_state(roster_rows)
-    dep_kinds = materialize_state(departure_kinds(timeline, steps))
+    dep_kinds = departure_kinds(latest)  # a projection of stored rows
     # per step, over all groups: whether some group grows a topic, changes lags, is
     # called to rebalance by its events, or delays the resolution of departures (one row
     # per step, bounded by the events per group)
@@ -245,16 +248,29 @@ def replay(events: DataFrame, partitions: DataFrame, *, strategy, protocol_rule,
                 state, step, flags, rb_groups, owned_now, departed, out, protocol_rule=protocol_rule,
                 max_rounds=max_rounds, keep_rows=keep_rows, options=options))
         state.owned = materialize_state(state.owned.join(per_group(sk.select(_G)), _G, "left_anti").unionByName(new_owned))
-        out.steps.append(materialize_state(_step_stats(flags, step.roster, state.meta, state.owned)))
+        out.steps.append(_per_step_output(_step_stats(flags, step.roster, state.meta, state.owned)))
 
-    gens = union_all(out.generations) if out.generations else spark.createDataFrame([], SIMULATION_SCHEMA)
-    revs = union_all(out.revocations) if out.revocations else spark.createDataFrame(
-        [], "group_id string, generation int, round int, member_id string, topic string, partition int, kind string")
-    st = union_all(out.steps) if out.steps else spark.createDataFrame(
-        [], "group_id string, step int, at long, kinds string, rebalanced boolean, partitions long, unassigned long, idle long")
+    gens = _all_steps(out.generations) if out.generations else empty(spark, SIMULATION_SCHEMA)
+    revs = union_all(out.revocations) if out.revocations else empty(
+        spark, "group_id string, generation int, round int, member_id string, topic string, partition int, kind string")
+    st = _all_steps(out.steps) if out.steps else empty(
+        spark, "group_id string, step int, at long, kinds string, rebalanced boolean, partitions long, unassigned long, idle long")
     result = SimulationResult(generations=gens, steps=st, assignment=state.owned.drop("group_instance_id"),
                               revocations=revs, lags=state.lags)
     return result, (union_all(out.rows) if out.rows else None)
+
+
+def _per_step_output(df: DataFrame) -> DataFrame:
+    """A step's row per group (its generations, its stats): stored now, or in a small
+    replay left a lazy plan over the step's stored state, all steps' stored at the end
+    by one action (:func:`_all_steps`): a step's plan reads only local relations, so it
+    never grows with the steps, and each stored step was a Spark job."""
+    return df if in_small_call() else materialize_state(df)
+
+
+def _all_steps(per_step: list[DataFrame]) -> DataFrame:
+    """The steps' :func:`_per_step_output` frames as one (stored, in a small replay)."""
+    return materialize_state(union_all(per_step)) if in_small_call() else union_all(per_step)
 
 
 def _bound_rows(e: DataFrame, p0: DataFrame, pairs: int | None = None) -> int:
@@ -286,12 +302,10 @@ def _initial_state(e: DataFrame, p0: DataFrame, lags: DataFrame | None) -> Repla
             lg if _G in lg.columns else group_topics.join(lg, "topic").select(_G, "topic", "partition", "lag"))
     return ReplayState(
         meta=meta, lags=lag_state,
-        owned=materialize_state(spark.createDataFrame(
-            [], "group_id string, member_id string, group_instance_id string, topic string, partition int")),
-        held=materialize_state(spark.createDataFrame(
-            [], "group_id string, member_id string, group_instance_id string, topic string, partition int, "
-                "deadline long")),
-        groups=materialize_state(spark.createDataFrame([], "group_id string, generation int, protocol string")),
+        owned=empty(spark, "group_id string, member_id string, group_instance_id string, topic string, partition int"),
+        held=empty(spark, "group_id string, member_id string, group_instance_id string, topic string, partition int, "
+                   "deadline long"),
+        groups=empty(spark, "group_id string, generation int, protocol string"),
     )
 
 
@@ -391,7 +405,7 @@ def _rebalance_step(state: ReplayState, step: Step, flags: DataFrame, rb_groups:
         last.select(_G, F.col("_l.generation").alias("generation"), F.col("_l.protocol").alias("protocol"))))
     # a consumer group's hand-over comes one heartbeat after its group epoch
     at = F.col("at") + F.when(F.col("_gp") == "consumer", (F.col("round") - 1) * F.col("_hb")).otherwise(0)
-    out.generations.append(materialize_state(r.summary.join(
+    out.generations.append(_per_step_output(r.summary.join(
         per_group(flags.select(_G, "at", "step", "kinds", "_gp", "_hb")), _G).select(
         _G, "generation", "round", "step", F.timestamp_millis(at).alias("at"),
         F.col("kinds").alias("event_kinds"), F.col("assignor").alias("strategy"), "protocol", "members",

@@ -701,6 +701,9 @@ def _place(
         )
         free = all_parts.join(kept, ["group_id", "topic", "partition"], "left_anti").select("group_id", "topic", "partition")
         return kept.unionByName(_rank_fill(free, cap))
+    # the rack-aware steps each read what the steps before placed, several times: each
+    # placement is materialized (small), else the plan repeats its whole history per read
+    own = materialize(own, eager=False)
     kept1 = own.where(F.col("rack_local") & (F.col("keep_rank") <= F.col("count"))).select(*keys4)
 
     def held(dfs: list[DataFrame]) -> DataFrame:
@@ -734,7 +737,7 @@ def _place(
         .where(F.col("match_rank") == 1)
         .select(*keys4)
     )
-    done = kept1.unionByName(local2)
+    done = materialize(kept1.unionByName(local2), eager=False)
     # 3. other owned partitions, still free, up to the remaining count
     cap2 = capacity(done)
     own3 = (
@@ -744,7 +747,7 @@ def _place(
         .where(F.col("owned_rank") <= F.col("remaining"))
         .select(*keys4)
     )
-    done = done.unionByName(own3)
+    done = materialize(done.unionByName(own3), eager=False)
     # 4. the rest by rank join
     free = all_parts.join(done, ["group_id", "topic", "partition"], "left_anti").select("group_id", "topic", "partition")
     return held([done, _rank_fill(free, capacity(done))])
