@@ -15,7 +15,7 @@ from .inputs import (
     normalize_partitions,
     validate_inputs,
 )
-from .lineage import explains_lost_executors, materialize
+from .lineage import explains_lost_executors, in_small_call, materialize, small_call_scope, small_call_undecided
 from .options import check_options
 
 #: Kafka's assignor names -> the module and function that implement them.
@@ -107,6 +107,7 @@ def strategy_function(name: str) -> Callable[..., DataFrame]:
 
 
 @explains_lost_executors
+@small_call_scope
 def assign(
     members: DataFrame,
     partitions: DataFrame,
@@ -145,7 +146,9 @@ def assign(
     the first action that reads them):
     strategies use their inputs many times, and inputs built from earlier assignments (follow-up rounds,
     simulations) would otherwise carry ever deeper plans that Spark re-analyzes
-    at every step. Strategy options (``rack_aware=``, ...) are the ones the strategy
+    at every step. A validated call whose inputs are small (``spark.assign.smallCallRows``,
+    :mod:`spark_assign.lineage`) keeps what it materializes on the driver and runs
+    interpreted: the validation's action decides it. Strategy options (``rack_aware=``, ...) are the ones the strategy
     declares (:mod:`spark_assign.options`); an unknown or ill-typed one raises
     :class:`~spark_assign.errors.InvalidOptionError`.
 
@@ -169,7 +172,11 @@ def assign(
     if checkpoint:
         # lazy: the lineage is cut now (no job); the first action that reads an input stores it
         m, p = materialize(m, eager=False), materialize(p, eager=False)
-    # the validated partitions' per-topic sizes: strategies that need them reuse them
-    sizes = validate_inputs(m, p) if validate else None
+    # the validated partitions' per-topic sizes: strategies that need them reuse them. The
+    # same action decides whether the call is small (a call inside another keeps its decision)
+    deciding = validate and small_call_undecided(m.sparkSession)
+    sizes = validate_inputs(m, p, small_call=deciding) if validate else None
+    if deciding and checkpoint and in_small_call():  # the stored inputs, on the driver
+        m, p = materialize(m), materialize(p)
     result = fn(m, p, lags=lags, validate=validate, topic_sizes=sizes, **options)
     return result.select(*ASSIGNMENT_COLUMNS)

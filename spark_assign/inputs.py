@@ -37,7 +37,7 @@ from .errors import (
     MissingColumnError,
     raise_if_rows,
 )
-from .lineage import materialize
+from .lineage import decide_small_call, materialize, small_call_undecided
 
 TOPIC_PARTITION = T.StructType(
     [T.StructField("topic", T.StringType()), T.StructField("partition", T.IntegerType())]
@@ -266,7 +266,8 @@ def _partition_problems(partitions: DataFrame, repeating: DataFrame) -> DataFram
     return bad.unionByName(dupes)
 
 
-def validate_inputs(members: DataFrame, partitions: DataFrame, *, common_assignor: bool = False) -> DataFrame:
+def validate_inputs(members: DataFrame, partitions: DataFrame, *, common_assignor: bool = False,
+                    small_call: bool = False) -> DataFrame:
     """Check normalized members and partitions; raise :class:`InvalidMembersError`
     (:func:`member_problems`) or :class:`InvalidPartitionsError` (a null topic or
     partition, a negative partition, a topic partition listed twice), naming the
@@ -281,6 +282,9 @@ def validate_inputs(members: DataFrame, partitions: DataFrame, *, common_assigno
     there are some. ``common_assignor``: the same action also checks that the members
     of each group share an assignor (:class:`NoCommonAssignorError`, as
     :func:`spark_assign.protocol.check_common_assignor` does) and that there is a member.
+    ``small_call``: the same action also sizes the call in progress, if it has yet to
+    decide whether it is small (:func:`spark_assign.lineage.decide_small_call`): its
+    subscriptions plus its groups times the partitions.
 
     >>> sizes = validate_inputs(normalize_members(members), normalize_partitions(partitions))  # doctest: +SKIP
     """
@@ -294,13 +298,22 @@ def validate_inputs(members: DataFrame, partitions: DataFrame, *, common_assigno
 
         flags = flags.unionByName(disagreements(members).select(F.lit("assignors").alias("_input"))).unionByName(
             members.agg(F.count("*").alias("_n")).where("_n = 0").select(F.lit("empty").alias("_input")))
-    found = flags.agg(  # one row of flags, never the rows themselves
+    found_df = flags.agg(  # one row of flags, never the rows themselves
         F.bool_or(F.col("_input") == "members").alias("members"),
         F.bool_or(F.col("_input") == "partitions").alias("partitions"),
         F.bool_or(F.col("_input") == "assignors").alias("assignors"),
         F.bool_or(F.col("_input") == "empty").alias("empty"),
-    ).first()
+    )
+    deciding = small_call and small_call_undecided(members.sparkSession)
+    if deciding:  # the same action sizes the call: subscriptions + groups x partitions
+        found_df = found_df.crossJoin(members.agg(
+            F.sum(F.size("topics")).alias("_subscriptions"), F.approx_count_distinct("group_id").alias("_groups"),
+        )).crossJoin(summary.agg(F.sum("num_partitions").alias("_partitions")))
+    found = found_df.first()
     assert found is not None  # a global aggregate: one row
+    if deciding:
+        decide_small_call(members.sparkSession, lambda: int(found["_subscriptions"] or 0)
+                          + int(found["_groups"] or 0) * int(found["_partitions"] or 0))
     if found["empty"]:
         raise InvalidMembersError("no members: expected at least one member row to rebalance, found none")
     if found["members"]:

@@ -167,3 +167,40 @@ def test_a_small_call_materializes_local_relations(spark):
     large, large_state = call(10**6)  # over the default bound: the session's materialization policy
     assert all("LocalTableScan" not in _plan(x) for x in (large, large_state))
     assert sorted(large.collect()) == sorted(df.collect())
+
+
+@pytest.mark.parametrize("strategy", ["range", "sticky", "cooperative-sticky"])
+def test_assign_decides_in_its_validation_and_gives_the_same_rows(spark, strategy, monkeypatch):
+    from chispa import assert_df_equality
+
+    import spark_assign.lineage as lineage
+    from spark_assign import assign
+
+    members = spark.createDataFrame(
+        [("g1", "c0", ["t0", "t1"], [("t0", 0), ("t0", 1), ("t1", 0)], 1), ("g1", "c1", ["t0", "t1"], [], -1),
+         ("g2", "d0", ["t0"], [], -1), ("g2", "d1", ["t1"], [("t1", 2)], 3)],
+        "group_id string, member_id string, topics array<string>, "
+        "owned array<struct<topic:string,partition:int>>, generation int")
+    parts = spark.createDataFrame([(t, p) for t in ("t0", "t1") for p in range(4)], "topic string, partition int")
+    kept_on_driver = []  # the frames a small call materializes as local relations
+    local_relation = lineage.local_relation
+    monkeypatch.setattr(lineage, "local_relation", lambda df: kept_on_driver.append(df) or local_relation(df))
+
+    def call(**kwargs):
+        kept_on_driver.clear()
+        rows = assign(members, parts, strategy, **kwargs).orderBy("group_id", "topic", "partition").collect()
+        return len(kept_on_driver) > 0, rows
+
+    with _setting(spark, None):  # 6 subscriptions + 2 groups x 8 partitions = 22 rows
+        small, small_rows = call()
+        assert small and call(validate=False)[0] is False  # no validation: nothing decides
+    with _setting(spark, "21"):
+        large, large_rows = call()
+        assert large is False
+    with _setting(spark, "22"):
+        assert call()[0] is True
+    schema = "group_id string, member_id string, topic string, partition int"
+    assert_df_equality(spark.createDataFrame(small_rows, schema), spark.createDataFrame(large_rows, schema))
+    # every partition of both groups once (no owned partition moves, so cooperative withholds nothing)
+    assert sorted((r.group_id, r.topic, r.partition) for r in small_rows) == [
+        (g, t, p) for g in ("g1", "g2") for t in ("t0", "t1") for p in range(4)]
