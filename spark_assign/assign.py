@@ -175,7 +175,7 @@ def assign(
     # the validated partitions' per-topic sizes: strategies that need them reuse them. The
     # same action decides whether the call is small (a call inside another keeps its decision)
     deciding = validate and small_call_undecided(m.sparkSession)
-    sizes = validate_inputs(m, p, small_call=deciding) if validate else None
+    sizes = validate_inputs(m, p, decide_small=deciding) if validate else None
     if deciding and checkpoint and in_small_call():  # the stored inputs, on the driver
         m, p = materialize(m), materialize(p)
     result = fn(m, p, lags=lags, validate=validate, topic_sizes=sizes, **options)

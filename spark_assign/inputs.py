@@ -267,7 +267,7 @@ def _partition_problems(partitions: DataFrame, repeating: DataFrame) -> DataFram
 
 
 def validate_inputs(members: DataFrame, partitions: DataFrame, *, common_assignor: bool = False,
-                    small_call: bool = False) -> DataFrame:
+                    decide_small: bool = False) -> DataFrame:
     """Check normalized members and partitions; raise :class:`InvalidMembersError`
     (:func:`member_problems`) or :class:`InvalidPartitionsError` (a null topic or
     partition, a negative partition, a topic partition listed twice), naming the
@@ -282,9 +282,10 @@ def validate_inputs(members: DataFrame, partitions: DataFrame, *, common_assigno
     there are some. ``common_assignor``: the same action also checks that the members
     of each group share an assignor (:class:`NoCommonAssignorError`, as
     :func:`spark_assign.protocol.check_common_assignor` does) and that there is a member.
-    ``small_call``: the same action also sizes the call in progress, if it has yet to
+    ``decide_small``: the same action also sizes the call in progress, if it has yet to
     decide whether it is small (:func:`spark_assign.lineage.decide_small_call`): its
-    subscriptions plus its groups times the partitions.
+    subscriptions plus its groups (an approximate count) times all the partitions, an
+    estimate for the threshold.
 
     >>> sizes = validate_inputs(normalize_members(members), normalize_partitions(partitions))  # doctest: +SKIP
     """
@@ -304,7 +305,7 @@ def validate_inputs(members: DataFrame, partitions: DataFrame, *, common_assigno
         F.bool_or(F.col("_input") == "assignors").alias("assignors"),
         F.bool_or(F.col("_input") == "empty").alias("empty"),
     )
-    deciding = small_call and small_call_undecided(members.sparkSession)
+    deciding = decide_small and small_call_undecided(members.sparkSession)
     if deciding:  # the same action sizes the call: subscriptions + groups x partitions
         found_df = found_df.crossJoin(members.agg(
             F.sum(F.size("topics")).alias("_subscriptions"), F.approx_count_distinct("group_id").alias("_groups"),

@@ -44,7 +44,7 @@ threshold's estimate, not a guarantee); a call inside another keeps the outer ca
 choice. What a call stores before it decides, and the outputs it accumulates step by
 step, follow the policy above; only its local relations are out of a lost executor's
 reach. Once decided, a small call runs under :data:`SMALL_CALL_SETTINGS` (Spark's
-interpreted execution, no broadcast joins) until it ends, when the session's own settings
+interpreted execution, no automatic broadcast joins) until it ends, when the session's own settings
 come back (``spark.assign.smallCallSettings=false`` keeps them throughout).
 """
 
@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import functools
 import re
+import threading
 from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any, TypeVar
@@ -76,18 +77,21 @@ _CALL: ContextVar[str] = ContextVar("spark_assign_small_call", default=_OUTSIDE)
 #: the session setting that keeps the session's own settings in small calls ("false")
 SMALL_CALL_SETTINGS_CONF = "spark.assign.smallCallSettings"
 #: what a small call runs under: Spark's interpreted operators and expressions, no generated
-#: code (its rows are few; compiling its plans' code was most of its time), and no broadcast
-#: joins (its local relations are one partition each: a join of two shuffles nothing, while
-#: each broadcast is a Spark job of its own)
+#: code (its rows are few; compiling its plans' code was most of its time), and no automatic
+#: broadcast joins (its local relations are one partition each: a join of two shuffles nothing,
+#: while each broadcast is a Spark job of its own; the joins the code hints still broadcast)
 SMALL_CALL_SETTINGS = {
     "spark.sql.codegen.wholeStage": "false",
     "spark.sql.codegen.factoryMode": "NO_CODEGEN",
     "spark.sql.autoBroadcastJoinThreshold": "-1",
 }
-#: the session and the settings a small call changed, to restore when its outermost scope ends
-_RESTORE: ContextVar[tuple[SparkSession, dict[str, str | None]] | None] = ContextVar(
-    "spark_assign_small_call_restore", default=None)
-
+#: the session whose settings the small call in progress applied (to give back when the
+#: scope that decided ends)
+_RESTORE: ContextVar[SparkSession | None] = ContextVar("spark_assign_small_call_restore", default=None)
+#: per session (by id) in a small call, across threads: how many small calls run, and the
+#: session's own values of the settings they changed (None: unset)
+_APPLIED: dict[int, tuple[int, dict[str, str | None]]] = {}
+_APPLIED_LOCK = threading.Lock()
 
 def checkpoint_dir(spark: SparkSession) -> str | None:
     """The session's checkpoint directory: ``spark.checkpoint.dir``, or (classic
@@ -206,16 +210,19 @@ def small_call_scope(fn: _F) -> _F:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        outermost = _CALL.get() == _OUTSIDE
-        token = _CALL.set(_OPEN if outermost else _CALL.get())
-        restore = _RESTORE.set(None) if outermost else None
+        undecided = _CALL.get() in (_OUTSIDE, _OPEN)
+        token = _CALL.set(_OPEN if _CALL.get() == _OUTSIDE else _CALL.get())
+        # a decision taken in this call ends with it, and so do the settings it applied
+        restore = _RESTORE.set(None) if undecided else None
         try:
             return fn(*args, **kwargs)
         finally:
-            if restore is not None:
-                _restore_settings()
-                _RESTORE.reset(restore)
-            _CALL.reset(token)
+            try:
+                if restore is not None:
+                    _restore_settings()
+                    _RESTORE.reset(restore)
+            finally:
+                _CALL.reset(token)
 
     return wrapper  # type: ignore[return-value]
 
@@ -248,40 +255,51 @@ def decide_small_call(spark: SparkSession, bound_rows: Callable[[], int]) -> boo
 
 def _apply_small_call_settings(spark: SparkSession) -> None:
     """Run the rest of a small call under :data:`SMALL_CALL_SETTINGS` (unless
-    ``spark.assign.smallCallSettings`` is ``false``), until its outermost scope ends.
+    ``spark.assign.smallCallSettings`` is ``false``), until the scope that decided it ends.
 
     Spark compiles generated Java code for every new plan: about 1,200 classes for one
     rebalance of the README's sample groups, about 13 s of its 47 s on 2 cores, for a few
-    hundred rows. Interpreted and without broadcasts, that run takes 38 s and the sample
-    scenario's replay 119 s instead of 140 s (BENCHMARKS.md). These are session settings:
-    a query the session runs while a small call is in progress (from another thread) runs
-    under them too, which changes its speed, never its result. A platform that refuses a
-    setting (some serverless ones) keeps its own.
+    hundred rows; interpreted, that run took 40 s, and without broadcasts 38 s
+    (BENCHMARKS.md). These are session settings: a query the session runs while a small
+    call is in progress (from another thread) runs under them too, which changes its
+    speed, never its result. Small calls on one session from several threads share them:
+    the first to start saves the session's values, the last to end gives them back. A
+    platform that refuses a setting (some serverless ones) keeps its own.
+    ``spark.sql.codegen.factoryMode`` is one of Spark's internal settings: a Spark version
+    that drops it runs a small call with expression code generation again, nothing else.
     """
     if str(spark.conf.get(SMALL_CALL_SETTINGS_CONF, None) or "").strip().lower() == "false":
         return
-    previous: dict[str, str | None] = {}
-    for key, value in SMALL_CALL_SETTINGS.items():
-        try:
-            before = spark.conf.get(key, None)
-            spark.conf.set(key, value)
-        except Exception:  # a platform that does not let a session change it
-            continue
-        previous[key] = before
-    _RESTORE.set((spark, previous))
+    with _APPLIED_LOCK:
+        calls, previous = _APPLIED.get(id(spark), (0, {}))
+        if not calls:
+            for key, value in SMALL_CALL_SETTINGS.items():
+                try:
+                    before = spark.conf.get(key, None)
+                    spark.conf.set(key, value)
+                except Exception:  # a platform that does not let a session change it
+                    continue
+                previous[key] = before
+        _APPLIED[id(spark)] = (calls + 1, previous)
+    _RESTORE.set(spark)
 
 
 def _restore_settings() -> None:
-    """The settings :func:`_apply_small_call_settings` changed, back as they were."""
-    saved = _RESTORE.get()
-    if saved is None:
+    """The session's own values of the settings :func:`_apply_small_call_settings`
+    changed, back once its last small call ends."""
+    spark = _RESTORE.get()
+    if spark is None:
         return
-    spark, previous = saved
-    for key, before in previous.items():
-        try:
-            spark.conf.unset(key) if before is None else spark.conf.set(key, before)
-        except Exception:  # a session already stopped
-            pass
+    with _APPLIED_LOCK:
+        calls, previous = _APPLIED.pop(id(spark), (1, {}))
+        if calls > 1:
+            _APPLIED[id(spark)] = (calls - 1, previous)
+            return
+        for key, before in previous.items():
+            try:
+                spark.conf.unset(key) if before is None else spark.conf.set(key, before)
+            except Exception:  # a session already stopped
+                pass
 
 
 #: rows per task a large hash aggregation aims at (hash tables that stay in cache)

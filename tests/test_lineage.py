@@ -124,6 +124,21 @@ def test_a_small_call_runs_under_its_settings_and_gives_the_session_back(spark):
         seen.clear()
         assert call(10**6) == (False, [0, 2, 4]) and seen[1] == ("decided", before)  # a large call: untouched
         seen.clear()
+
+        @small_call_scope
+        def outer():  # undecided when it calls: the inner call's decision, and settings, are its own
+            inner_result = call(10)
+            after_inner = settings()
+            return inner_result, after_inner, decide_small_call(spark, lambda: 10**6), settings()
+
+        assert outer() == ((True, [0, 2, 4]), before, False, before) and seen[1] == ("decided", chosen)
+
+        @small_call_scope
+        def twice():  # two calls that decide small, then one that decides large, in one undecided call
+            return call(10), call(10), settings(), decide_small_call(spark, lambda: 10), settings()
+
+        assert twice() == ((True, [0, 2, 4]), (True, [0, 2, 4]), before, True, chosen) and settings() == before
+        seen.clear()
         spark.conf.set(SMALL_CALL_SETTINGS_CONF, "false")  # the user keeps the session's settings
         assert call(10) == (True, [0, 2, 4]) and seen[1] == ("decided", before)
     finally:
@@ -169,6 +184,7 @@ def test_a_small_call_materializes_local_relations(spark):
     assert sorted(large.collect()) == sorted(df.collect())
 
 
+@pytest.mark.connect
 @pytest.mark.parametrize("strategy", ["range", "sticky", "cooperative-sticky"])
 def test_assign_decides_in_its_validation_and_gives_the_same_rows(spark, strategy, monkeypatch):
     from chispa import assert_df_equality
@@ -193,7 +209,11 @@ def test_assign_decides_in_its_validation_and_gives_the_same_rows(spark, strateg
 
     with _setting(spark, None):  # 6 subscriptions + 2 groups x 8 partitions = 22 rows
         small, small_rows = call()
-        assert small and call(validate=False)[0] is False  # no validation: nothing decides
+        # the stored inputs first: the members, then the partitions, on the driver
+        assert {"member_id", "owned"} <= set(kept_on_driver[0].columns)
+        assert kept_on_driver[1].columns[:2] == ["topic", "partition"]
+        assert [spark.conf.get(k, None) for k in SMALL_CALL_SETTINGS] == [None] * len(SMALL_CALL_SETTINGS)
+        assert call(validate=False)[0] is False  # no validation: nothing decides
     with _setting(spark, "21"):
         large, large_rows = call()
         assert large is False

@@ -163,6 +163,8 @@ class ReplayOutputs:
     steps: list[DataFrame] = field(default_factory=list)
     revocations: list[DataFrame] = field(default_factory=list)
     rows: list[DataFrame] = field(default_factory=list)
+    #: per list, how many of its last frames are lazy plans (a small replay's, :func:`_add_step_output`)
+    lazy: dict[str, int] = field(default_factory=dict)
 
 
 @small_call_scope
@@ -248,29 +250,46 @@ def replay(events: DataFrame, partitions: DataFrame, *, strategy, protocol_rule,
                 state, step, flags, rb_groups, owned_now, departed, out, protocol_rule=protocol_rule,
                 max_rounds=max_rounds, keep_rows=keep_rows, options=options))
         state.owned = materialize_state(state.owned.join(per_group(sk.select(_G)), _G, "left_anti").unionByName(new_owned))
-        out.steps.append(_per_step_output(_step_stats(flags, step.roster, state.meta, state.owned)))
+        _add_step_output(out, "steps", _step_stats(flags, step.roster, state.meta, state.owned))
 
-    gens = _all_steps(out.generations) if out.generations else empty(spark, SIMULATION_SCHEMA)
+    _store_lazy_outputs(out, "generations")
+    _store_lazy_outputs(out, "steps")
+    gens = union_all(out.generations) if out.generations else empty(spark, SIMULATION_SCHEMA)
     revs = union_all(out.revocations) if out.revocations else empty(
         spark, "group_id string, generation int, round int, member_id string, topic string, partition int, kind string")
-    st = _all_steps(out.steps) if out.steps else empty(
+    st = union_all(out.steps) if out.steps else empty(
         spark, "group_id string, step int, at long, kinds string, rebalanced boolean, partitions long, unassigned long, idle long")
     result = SimulationResult(generations=gens, steps=st, assignment=state.owned.drop("group_instance_id"),
                               revocations=revs, lags=state.lags)
     return result, (union_all(out.rows) if out.rows else None)
 
 
-def _per_step_output(df: DataFrame) -> DataFrame:
-    """A step's row per group (its generations, its stats): stored now, or in a small
-    replay left a lazy plan over the step's stored state, all steps' stored at the end
-    by one action (:func:`_all_steps`): a step's plan reads only local relations, so it
-    never grows with the steps, and each stored step was a Spark job."""
-    return df if in_small_call() else materialize_state(df)
+#: a small replay stores its per-step outputs this many steps at a time (one action each time)
+STEPS_PER_STORE = 10
 
 
-def _all_steps(per_step: list[DataFrame]) -> DataFrame:
-    """The steps' :func:`_per_step_output` frames as one (stored, in a small replay)."""
-    return materialize_state(union_all(per_step)) if in_small_call() else union_all(per_step)
+def _add_step_output(out: ReplayOutputs, name: str, df: DataFrame) -> None:
+    """Append a step's row per group (its generations, its stats) to ``out.<name>``: stored
+    now, or in a small replay left a lazy plan over the step's stored state, stored
+    :data:`STEPS_PER_STORE` steps at a time by one action (each stored step was a Spark
+    job; a step's plan reads only stored frames, so it never grows with the steps, and
+    the lazy ones keep at most that many steps' state alive)."""
+    frames = getattr(out, name)
+    if not in_small_call():
+        frames.append(materialize_state(df))
+        return
+    frames.append(df)
+    out.lazy[name] = out.lazy.get(name, 0) + 1
+    if out.lazy[name] >= STEPS_PER_STORE:
+        _store_lazy_outputs(out, name)
+
+
+def _store_lazy_outputs(out: ReplayOutputs, name: str) -> None:
+    """``out.<name>``'s lazy frames (:func:`_add_step_output`) stored as one."""
+    frames, n = getattr(out, name), out.lazy.get(name, 0)
+    if n:
+        frames[-n:] = [materialize_state(union_all(frames[-n:]))]
+        out.lazy[name] = 0
 
 
 def _bound_rows(e: DataFrame, p0: DataFrame, pairs: int | None = None) -> int:
@@ -405,11 +424,11 @@ def _rebalance_step(state: ReplayState, step: Step, flags: DataFrame, rb_groups:
         last.select(_G, F.col("_l.generation").alias("generation"), F.col("_l.protocol").alias("protocol"))))
     # a consumer group's hand-over comes one heartbeat after its group epoch
     at = F.col("at") + F.when(F.col("_gp") == "consumer", (F.col("round") - 1) * F.col("_hb")).otherwise(0)
-    out.generations.append(_per_step_output(r.summary.join(
+    _add_step_output(out, "generations", r.summary.join(
         per_group(flags.select(_G, "at", "step", "kinds", "_gp", "_hb")), _G).select(
         _G, "generation", "round", "step", F.timestamp_millis(at).alias("at"),
         F.col("kinds").alias("event_kinds"), F.col("assignor").alias("strategy"), "protocol", "members",
-        "assigned", (F.col("pending") + F.col("unavailable")).alias("unassigned"), "moved", "revoked", "lost")))
+        "assigned", (F.col("pending") + F.col("unavailable")).alias("unassigned"), "moved", "revoked", "lost"))
     # a step's revocations and rows grow with its partitions: stored by the session's policy
     # even in a small replay, so that the driver never holds every step's (the generations
     # and step stats above are a row per group and round)

@@ -702,7 +702,8 @@ def _place(
         free = all_parts.join(kept, ["group_id", "topic", "partition"], "left_anti").select("group_id", "topic", "partition")
         return kept.unionByName(_rank_fill(free, cap))
     # the rack-aware steps each read what the steps before placed, several times: each
-    # placement is materialized (small), else the plan repeats its whole history per read
+    # placement is materialized, else the last step's plan repeats the whole history per
+    # read (263 shuffle and broadcast exchanges for the README's sample groups)
     own = materialize(own, eager=False)
     kept1 = own.where(F.col("rack_local") & (F.col("keep_rank") <= F.col("count"))).select(*keys4)
 
