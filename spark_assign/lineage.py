@@ -44,8 +44,9 @@ threshold's estimate, not a guarantee); a call inside another keeps the outer ca
 choice. What a call stores before it decides, and the outputs it accumulates step by
 step, follow the policy above; only its local relations are out of a lost executor's
 reach. Once decided, a small call runs under :data:`SMALL_CALL_SETTINGS` (Spark's
-interpreted execution, no automatic broadcast joins) until it ends, when the session's own settings
-come back (``spark.assign.smallCallSettings=false`` keeps them throughout).
+interpreted execution, no automatic broadcast joins) until the call that decided ends,
+when the session's own settings come back (``spark.assign.smallCallSettings=false``
+keeps them throughout).
 """
 
 from __future__ import annotations
@@ -92,6 +93,7 @@ _RESTORE: ContextVar[SparkSession | None] = ContextVar("spark_assign_small_call_
 #: session's own values of the settings they changed (None: unset)
 _APPLIED: dict[int, tuple[int, dict[str, str | None]]] = {}
 _APPLIED_LOCK = threading.Lock()
+
 
 def checkpoint_dir(spark: SparkSession) -> str | None:
     """The session's checkpoint directory: ``spark.checkpoint.dir``, or (classic
