@@ -37,7 +37,7 @@ from .errors import (
     MissingColumnError,
     raise_if_rows,
 )
-from .lineage import decide_small_call, materialize, small_call_undecided
+from .lineage import decide_small_call, materialize
 
 TOPIC_PARTITION = T.StructType(
     [T.StructField("topic", T.StringType()), T.StructField("partition", T.IntegerType())]
@@ -282,9 +282,10 @@ def validate_inputs(members: DataFrame, partitions: DataFrame, *, common_assigno
     there are some. ``common_assignor``: the same action also checks that the members
     of each group share an assignor (:class:`NoCommonAssignorError`, as
     :func:`spark_assign.protocol.check_common_assignor` does) and that there is a member.
-    ``decide_small``: the same action also sizes the call in progress, if it has yet to
-    decide whether it is small (:func:`spark_assign.lineage.decide_small_call`): its
-    subscriptions plus its groups (an approximate count) times all the partitions, an
+    ``decide_small`` (for a call that has yet to decide,
+    :func:`spark_assign.lineage.small_call_undecided`): the same action also sizes the
+    call, which decides whether it is small (:func:`spark_assign.lineage.decide_small_call`):
+    its subscriptions plus its groups (an approximate count) times all the partitions, an
     estimate for the threshold.
 
     >>> sizes = validate_inputs(normalize_members(members), normalize_partitions(partitions))  # doctest: +SKIP
@@ -305,14 +306,13 @@ def validate_inputs(members: DataFrame, partitions: DataFrame, *, common_assigno
         F.bool_or(F.col("_input") == "assignors").alias("assignors"),
         F.bool_or(F.col("_input") == "empty").alias("empty"),
     )
-    deciding = decide_small and small_call_undecided(members.sparkSession)
-    if deciding:  # the same action sizes the call: subscriptions + groups x partitions
+    if decide_small:  # the same action sizes the call: one-row totals of subscriptions, groups, partitions
         found_df = found_df.crossJoin(members.agg(
             F.sum(F.size("topics")).alias("_subscriptions"), F.approx_count_distinct("group_id").alias("_groups"),
         )).crossJoin(summary.agg(F.sum("num_partitions").alias("_partitions")))
     found = found_df.first()
     assert found is not None  # a global aggregate: one row
-    if deciding:
+    if decide_small:
         decide_small_call(members.sparkSession, lambda: int(found["_subscriptions"] or 0)
                           + int(found["_groups"] or 0) * int(found["_partitions"] or 0))
     if found["empty"]:

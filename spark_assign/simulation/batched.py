@@ -133,7 +133,8 @@ def replay_batched(state: ReplayState, steps: DataFrame, roster_rows: DataFrame,
     return _unpair(new_owned.join(F.broadcast(last), _G, "left_semi")), ReplayOutputs(
         generations=[_unpair(g) for g in out.generations],
         steps=[_unpair(_step_stats(flags, roster, meta, new_owned))],
-        revocations=[_unpair(r) for r in out.revocations], rows=[_unpair(r) for r in out.rows])
+        revocations=[_unpair(r) for r in out.revocations], rows=[_unpair(r) for r in out.rows],
+        lazy=dict(out.lazy))  # a small replay's lazy generations, stored by the replay with its others
 
 
 def _previous_generations(roster_rows: DataFrame, steps: DataFrame) -> DataFrame:

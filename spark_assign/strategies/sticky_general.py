@@ -707,9 +707,6 @@ def _place(
     own = materialize(own, eager=False)
     kept1 = own.where(F.col("rack_local") & (F.col("keep_rank") <= F.col("count"))).select(*keys4)
 
-    def held(dfs: list[DataFrame]) -> DataFrame:
-        return dfs[0] if len(dfs) == 1 else dfs[0].unionByName(held(dfs[1:]))
-
     def capacity(done: DataFrame) -> DataFrame:
         return counts.join(done.groupBy(*_KEYS).agg(F.count("*").alias("placed_count")), _KEYS, "left").select(
             *_KEYS, "member_index", (F.col("count") - F.coalesce("placed_count", F.lit(0))).alias("remaining")
@@ -751,7 +748,7 @@ def _place(
     done = materialize(done.unionByName(own3), eager=False)
     # 4. the rest by rank join
     free = all_parts.join(done, ["group_id", "topic", "partition"], "left_anti").select("group_id", "topic", "partition")
-    return held([done, _rank_fill(free, capacity(done))])
+    return done.unionByName(_rank_fill(free, capacity(done)))
 
 
 def assign_general(
