@@ -37,6 +37,7 @@ from .errors import (
     MissingColumnError,
     raise_if_rows,
 )
+from .frames import one_row
 from .lineage import decide_small_call, materialize
 
 TOPIC_PARTITION = T.StructType(
@@ -310,8 +311,7 @@ def validate_inputs(members: DataFrame, partitions: DataFrame, *, common_assigno
         found_df = found_df.crossJoin(members.agg(
             F.sum(F.size("topics")).alias("_subscriptions"), F.approx_count_distinct("group_id").alias("_groups"),
         )).crossJoin(summary.agg(F.sum("num_partitions").alias("_partitions")))
-    found = found_df.first()
-    assert found is not None  # a global aggregate: one row
+    found = one_row(found_df)
     if decide_small:
         decide_small_call(members.sparkSession, lambda: int(found["_subscriptions"] or 0)
                           + int(found["_groups"] or 0) * int(found["_partitions"] or 0))

@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 from .assign import assign
 from .frames import GROUP as _G
 from .frames import TP as _TP
-from .frames import owned_lists, per_group, union_all
+from .frames import one_row, owned_lists, per_group, union_all
 from .inputs import OWNED_TYPE, normalize_members
 from .lineage import materialize, materialize_state
 from .protocol import COOPERATIVE, EAGER
@@ -176,7 +176,7 @@ def run_round(prep: Prepared, state: DataFrame, rnd: int, runs: list[str], prev_
     rev = materialize(rev)
     s = round_summary(prep, state, a, rev, rnd, prev_a)
     # one action computes and stores the summary and lists the runs of the groups still pending
-    pending = s.agg(F.collect_set(F.when(F.col("pending") > 0, F.col("_run")))).first()[0]  # type: ignore[index]  # a global aggregate: one row
+    pending = one_row(s.agg(F.collect_set(F.when(F.col("pending") > 0, F.col("_run")))))[0]
     return Round(assignment=a, revocations=rev, summary=s, pending_runs=sorted(pending))
 
 

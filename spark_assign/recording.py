@@ -30,6 +30,7 @@ from pyspark.sql import functions as F
 
 from .assign import ALIASES, SERVER_ALIASES
 from .errors import HistoryError, describe_rows
+from .frames import one_row
 from .generation_stats import generation_stats
 from .history_reader import HistoryReader
 from .history_tables import COOPERATIVE_STRATEGIES, MEMBER_ROW, PAIR, TP
@@ -103,12 +104,11 @@ def _checked_pairs(history, pairs: DataFrame, *, one_per_group: bool):
     )
     repeated = (F.col("_n") > 1) if one_per_group else (F.col("_n") > F.col("_distinct"))
     missing = F.col("_rows") > F.col("_n")
-    counts = per_group.agg(
+    counts = one_row(per_group.agg(
         F.count("*").alias("groups"), F.count(F.when(missing, 1)).alias("missing"),
         F.count(F.when(repeated, 1)).alias("repeated"), F.sum("_present").alias("present"),
         F.sum("_new").alias("new"), *[F.sum(f"_s{i}").alias(f"s{i}") for i in range(_RID_CHUNKS)],
-    ).first()
-    assert counts is not None  # a global aggregate: one row
+    ))
 
     def names(cond):
         return sorted(r.group_id for r in per_group.where(cond).orderBy("group_id").take(10))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -20,6 +21,7 @@ import time
 from pyspark.sql import functions as F
 
 from spark_assign import AssignmentHistory, assign, check_assignment, rebalance
+from spark_assign.lineage import local_relation
 from spark_assign.session import local_session
 
 #: the kill comes once this many Spark jobs of the call have started: for assign() (about 23
@@ -86,15 +88,29 @@ def main(workdir: str, modes: list[str]) -> None:
         return sorted(tuple(r) for r in df.select("group_id", "member_id", "topic", "partition").collect())
 
     expected = rows(assign(members, partitions, "sticky"))  # without a kill
+    # the history both policies start from: a cooperative rebalance of the 40 groups (generation 1),
+    # recorded once and copied per policy; its members, each group with a joiner, go onto the
+    # driver (a local relation), so that no block of this call is lost with a killed executor
+    base = os.path.join(workdir, "history-base")
+    first = rebalance(members, partitions, strategy="cooperative-sticky", history=AssignmentHistory(base, spark))
+    joined = local_relation(first.members.select("group_id", "member_id", "topics", "owned", "generation").unionByName(
+        spark.range(0, 40, numPartitions=2).select(
+            F.concat(F.lit("g"), F.col("id").cast("string")).alias("group_id"),
+            F.concat(F.lit("joiner"), F.col("id").cast("string")).alias("member_id"),
+            F.array(F.lit("t"), F.lit("u")).alias("topics"),
+            F.lit(None).cast("array<struct<topic:string,partition:int>>").alias("owned"),
+            F.lit(None).cast("int").alias("generation"))))
     for mode in modes:
         spark.conf.set("spark.assign.materialization", mode)  # explicit: the session has a checkpoint dir
-        run_calls(spark, mode, members, partitions, os.path.join(workdir, f"history-{mode}"), with_a_kill, rows,
-                  expected)
+        history_path = os.path.join(workdir, f"history-{mode}")
+        shutil.copytree(base, history_path)
+        run_calls(spark, mode, members, partitions, joined, history_path, with_a_kill, rows, expected)
     spark.stop()
 
 
-def run_calls(spark, mode, members, partitions, history_path, with_a_kill, rows, expected) -> None:
-    """One policy's two calls, each with an executor killed in its middle."""
+def run_calls(spark, mode, members, partitions, joined, history_path, with_a_kill, rows, expected) -> None:
+    """One policy's two calls, each with an executor killed in its middle (``joined``: the
+    rebalance's members, on the history at ``history_path``)."""
     # assign(): the result under a kill equals the result without one
     outcome = with_a_kill(lambda: rows(check_assignment(assign(members, partitions, "sticky"), members, partitions)),
                           KILL_AFTER_JOBS["assign"])
@@ -105,14 +121,6 @@ def run_calls(spark, mode, members, partitions, history_path, with_a_kill, rows,
     # rebalance() recording its rounds: a cooperative rebalance of 40 groups that each get a
     # joiner (two rounds, the inputs read in both), on a history holding generation 1
     history = AssignmentHistory(history_path, spark)
-    first = rebalance(members, partitions, strategy="cooperative-sticky", history=history)
-    joined = first.members.select("group_id", "member_id", "topics", "owned", "generation").unionByName(
-        spark.range(0, 40, numPartitions=2).select(
-            F.concat(F.lit("g"), F.col("id").cast("string")).alias("group_id"),
-            F.concat(F.lit("joiner"), F.col("id").cast("string")).alias("member_id"),
-            F.array(F.lit("t"), F.lit("u")).alias("topics"),
-            F.lit(None).cast("array<struct<topic:string,partition:int>>").alias("owned"),
-            F.lit(None).cast("int").alias("generation")))
     before = history.history().count()
     outcome = with_a_kill(lambda: rows(rebalance(joined, partitions, strategy="cooperative-sticky",
                                                  history=history).final), KILL_AFTER_JOBS["rebalance"])

@@ -119,6 +119,23 @@ def test_bad_strategy_is_reported(pipeline, capsys):
     assert "unknown strategy 'nope'" in capsys.readouterr().err
 
 
+def test_quickstart_runs_the_sample_jobs_in_order_and_stops_at_the_first_failure(capsys):
+    """pipelines/quickstart.py: the README's jobs in one process; a failing job ends the run
+    with its exit code, and the jobs after it do not start."""
+    spec = importlib.util.spec_from_file_location("quickstart", ROOT / "pipelines" / "quickstart.py")
+    quickstart = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(quickstart)
+    assert [job for job, _ in quickstart.QUICKSTART] == ["rebalance", "rebalance", "simulate"]
+    for _, argv in quickstart.QUICKSTART:  # every file it names is in the checkout
+        for flag, value in zip(argv[::2], argv[1::2]):
+            assert (ROOT / value).is_file(), (flag, value)
+    bad = ["--members", "m.jsonl", "--partitions", "p.jsonl", "--strategy", "nope"]
+    assert quickstart.main([("rebalance", bad), ("simulate", ["--config", "conf/scenario.yaml"])]) == 2
+    out, err = capsys.readouterr()
+    assert "unknown strategy 'nope'" in err
+    assert "== spark-assign rebalance --members m.jsonl" in out and "simulate" not in out
+
+
 # --------------------------------------------------------------------------- successive runs (issue #18)
 
 RUN_COLUMNS = "group_id string, run int, first_generation int, generation int, rounds long, partitions_moved long, " \

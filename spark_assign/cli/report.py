@@ -29,6 +29,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ..errors import SparkAssignError
+from ..frames import one_row
 from . import failed
 
 #: at most this many groups get their own charts; at most this many members per chart
@@ -87,7 +88,7 @@ def generation_summary(history, group_id: str) -> DataFrame:
 
 def member_lags(history, group_id: str) -> DataFrame:
     """Lag per member in the group's latest generation (small)."""
-    latest = history.history(group_id).agg(F.max("generation")).first()[0]
+    latest = one_row(history.history(group_id).agg(F.max("generation")))[0]
     return (
         history.assignments(group_id).where(F.col("generation") == latest)
         .groupBy("member_id").agg(F.sum(F.coalesce("lag", F.lit(0))).alias("lag"), F.count("*").alias("partitions"))

@@ -17,7 +17,7 @@ from pyspark.sql import types as T
 from ..errors import HistoryError, InvalidOptionError
 from ..frames import GROUP as _G
 from ..frames import TP as _TP
-from ..frames import empty
+from ..frames import empty, one_row
 from ..storage import DeltaStore, is_path
 
 SIMULATION_SCHEMA = T.StructType([
@@ -46,7 +46,7 @@ def record_simulation(history, rows: DataFrame, gens: DataFrame, revs: DataFrame
         F.lit(datetime.now(timezone.utc)).cast("timestamp").alias("recorded_at"), "members", "unassigned")
     recorded = history.record_generations(
         rows, meta, revocations=revs.select(_G, "generation", "member_id", *_TP, "kind"), lags_known=lags_known)
-    rid = recorded.agg(F.min("record_id")).first()[0]
+    rid = one_row(recorded.agg(F.min("record_id")))[0]
     simulation_store(history).append(gens, app_id=f"spark-assign:simulation:{rid}")
 
 
@@ -107,7 +107,7 @@ def generation_version(history, group_id: str, generation: int) -> int:
         raise HistoryError(f"generation {generation} of group {group_id!r} is not recorded")
     log = history.delta_history("generations")
     meta_col = "userMetadata" if "userMetadata" in log.columns else "user_metadata"
-    hit = log.where(F.col(meta_col).contains(row.record_id)).agg(F.min("version")).first()[0]
+    hit = one_row(log.where(F.col(meta_col).contains(row.record_id)).agg(F.min("version")))[0]
     if hit is None:
         raise HistoryError(f"no commit of the generations table carries record {row.record_id}")
     return int(hit)

@@ -34,7 +34,7 @@ from pyspark.sql import functions as F
 
 from ..assign import group_protocol_of, strategy_name
 from ..frames import GROUP as _G
-from ..frames import empty, per_group, union_all
+from ..frames import empty, one_row, per_group, union_all
 from ..inputs import OWNED_TYPE, normalize_partitions
 from ..lineage import decide_small_call, in_small_call, materialize_state, small_call_scope
 from ..options import strategy_options
@@ -245,7 +245,7 @@ def replay(events: DataFrame, partitions: DataFrame, *, strategy, protocol_rule,
         new_owned = owned_now.join(rb_groups, _G, "left_anti")
         # a step whose events call for a rebalance has groups to rebalance; otherwise only
         # departures or released partitions may call for one (that action stores the flags)
-        if (step.flags is not None and step.flags.triggers) or flags.agg(F.bool_or("rebalanced")).first()[0]:  # type: ignore[index]  # a global aggregate: one row
+        if (step.flags is not None and step.flags.triggers) or one_row(flags.agg(F.bool_or("rebalanced")))[0]:
             new_owned = new_owned.unionByName(_rebalance_step(
                 state, step, flags, rb_groups, owned_now, departed, out, protocol_rule=protocol_rule,
                 max_rounds=max_rounds, keep_rows=keep_rows, options=options))
@@ -297,9 +297,8 @@ def _bound_rows(e: DataFrame, p0: DataFrame, pairs: int | None = None) -> int:
     at most every partition of its topics, grown topics apart) and its rosters (each
     member joined by an event) are no larger. With ``pairs`` (the groups' steps, all run
     at once) those times the partitions instead. One action."""
-    n = e.agg(F.count("*").alias("events"), F.count_distinct(_G).alias("groups")).crossJoin(
-        p0.agg(F.count("*").alias("partitions"))).first()
-    assert n is not None  # global aggregates: one row
+    n = one_row(e.agg(F.count("*").alias("events"), F.count_distinct(_G).alias("groups")).crossJoin(
+        p0.agg(F.count("*").alias("partitions"))))
     return int(n["events"]) + (int(n["groups"]) if pairs is None else pairs) * int(n["partitions"])
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from ..frames import one_row
 from ..inputs import ASSIGNMENT_COLUMNS
 from ..inputs import topic_sizes as count_topic_sizes
 from ..lineage import materialize
@@ -91,13 +92,12 @@ def sticky_assignment(
     # members have racks: one small job that lets the general path's driver-side rounds
     # (and the uniform path's jobs, and the rack steps) be skipped when no group needs them
     u, g = F.col("_uniform"), ~F.col("_uniform")
-    paths = kinds.agg(  # one row of flags, never the groups (bool_or of no rows: None)
+    paths = one_row(kinds.agg(  # one row of flags, never the groups (bool_or of no rows: None)
         F.bool_or(u).alias("uniform"), F.bool_or(g).alias("general"),
         F.bool_or(u & F.col("_racks")).alias("uniform_racks"),
         F.bool_or(g & F.col("_claims")).alias("general_claims"),
         F.bool_or(g & F.col("_racks")).alias("general_racks"),
-    ).first()
-    assert paths is not None  # a global aggregate: one row
+    ))
     uniform, general = split_uniform(members, kinds)
     result = None
     if paths["uniform"] or not paths["general"]:  # no groups at all: the uniform path's empty result

@@ -68,7 +68,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from ..frames import union_all
+from ..frames import one_row, union_all
 from ..inputs import BLOCK_BITS, OWNED_TYPE, partition_bit, partition_block, topic_sizes
 from ..lineage import materialize, partitioned_by
 from ..ordering import java_order
@@ -409,7 +409,7 @@ def _resolve_claims(mem0: DataFrame, gparts: DataFrame, use_racks: bool) -> tupl
     tp = [_G, "topic", "partition"]
 
     def n_rows() -> int:  # the claims and the metadata rows
-        return mem0.agg(F.sum("_listed") + F.sum(F.when(F.col("m_rank") == 0, F.col("P")))).first()[0] or 0  # type: ignore[index]  # a global aggregate: one row
+        return one_row(mem0.agg(F.sum("_listed") + F.sum(F.when(F.col("m_rank") == 0, F.col("P")))))[0] or 0
 
     parts = partitioned_by(meta.unionByName(claims), *tp, rows=n_rows).groupBy(*tp).agg(
         F.count("_meta").alias("_np"), *claim_aggregates("generation", "m_rank", "pos")
