@@ -11,9 +11,11 @@ runs the same jobs, with the same outputs under ``out/``, as
 in one process, so Spark starts once and its JVM warms up once: a new JVM runs Spark's
 own code slowly until its JIT has compiled it. As three processes the jobs took about
 200 s on 2 cores; in one, about 150 s (BENCHMARKS.md). It stops at the first job that
-fails and exits with that job's code.
+fails and exits with that job's code. The jobs share the session the first one opens (the
+rebalance's, with ``conf/spark-local.conf``'s settings).
 """
 
+import importlib
 import importlib.util
 import os
 import sys

@@ -88,24 +88,30 @@ def main(workdir: str, modes: list[str]) -> None:
         return sorted(tuple(r) for r in df.select("group_id", "member_id", "topic", "partition").collect())
 
     expected = rows(assign(members, partitions, "sticky"))  # without a kill
-    # the history both policies start from: a cooperative rebalance of the 40 groups (generation 1),
-    # recorded once and copied per policy; its members, each group with a joiner, go onto the
-    # driver (a local relation), so that no block of this call is lost with a killed executor
     base = os.path.join(workdir, "history-base")
-    first = rebalance(members, partitions, strategy="cooperative-sticky", history=AssignmentHistory(base, spark))
-    joined = local_relation(first.members.select("group_id", "member_id", "topics", "owned", "generation").unionByName(
-        spark.range(0, 40, numPartitions=2).select(
-            F.concat(F.lit("g"), F.col("id").cast("string")).alias("group_id"),
-            F.concat(F.lit("joiner"), F.col("id").cast("string")).alias("member_id"),
-            F.array(F.lit("t"), F.lit("u")).alias("topics"),
-            F.lit(None).cast("array<struct<topic:string,partition:int>>").alias("owned"),
-            F.lit(None).cast("int").alias("generation"))))
+    joined = starting_history(spark, members, partitions, base)
     for mode in modes:
         spark.conf.set("spark.assign.materialization", mode)  # explicit: the session has a checkpoint dir
         history_path = os.path.join(workdir, f"history-{mode}")
         shutil.copytree(base, history_path)
         run_calls(spark, mode, members, partitions, joined, history_path, with_a_kill, rows, expected)
     spark.stop()
+
+
+def starting_history(spark, members, partitions, path: str):
+    """The history both policies start from, recorded at ``path`` once (each policy copies it): a
+    cooperative rebalance of the 40 groups, generation 1, under the session's ``auto`` policy
+    (``reliable``: it has a checkpoint directory). Returns its members with a joiner per group,
+    on the driver (a local relation): the killed rebalance reads them, and no block of theirs
+    can be lost with the executor, so what the kill takes is the call's own state."""
+    first = rebalance(members, partitions, strategy="cooperative-sticky", history=AssignmentHistory(path, spark))
+    return local_relation(first.members.select("group_id", "member_id", "topics", "owned", "generation").unionByName(
+        spark.range(0, 40, numPartitions=2).select(
+            F.concat(F.lit("g"), F.col("id").cast("string")).alias("group_id"),
+            F.concat(F.lit("joiner"), F.col("id").cast("string")).alias("member_id"),
+            F.array(F.lit("t"), F.lit("u")).alias("topics"),
+            F.lit(None).cast("array<struct<topic:string,partition:int>>").alias("owned"),
+            F.lit(None).cast("int").alias("generation"))))
 
 
 def run_calls(spark, mode, members, partitions, joined, history_path, with_a_kill, rows, expected) -> None:
@@ -119,7 +125,8 @@ def run_calls(spark, mode, members, partitions, joined, history_path, with_a_kil
     print(json.dumps({"mode": mode, "call": "assign", **outcome}), flush=True)
 
     # rebalance() recording its rounds: a cooperative rebalance of 40 groups that each get a
-    # joiner (two rounds, the inputs read in both), on a history holding generation 1
+    # joiner (two rounds, the first round's state read by the second and by the recording), on a
+    # history holding generation 1
     history = AssignmentHistory(history_path, spark)
     before = history.history().count()
     outcome = with_a_kill(lambda: rows(rebalance(joined, partitions, strategy="cooperative-sticky",
