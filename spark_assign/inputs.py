@@ -26,7 +26,9 @@ offending rows.
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame
+from collections.abc import Iterable
+
+from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -267,6 +269,28 @@ def _partition_problems(partitions: DataFrame, repeating: DataFrame) -> DataFram
     return bad.unionByName(dupes)
 
 
+def call_size_columns() -> list[Column]:
+    """The aggregates over normalized members that size a call for
+    :func:`~spark_assign.lineage.decide_small_call`: ``_subscriptions`` (the members'
+    topics) and ``_groups`` (an approximate count: one aggregation, as a distinct is).
+    Rows with these and ``_partitions`` give :func:`call_size_bound`.
+
+    >>> members.agg(*call_size_columns())  # doctest: +SKIP
+    """
+    return [F.sum(F.size("topics")).alias("_subscriptions"), F.approx_count_distinct("group_id").alias("_groups")]
+
+
+def call_size_bound(rows: Iterable[Row]) -> int:
+    """The rows a call's state can reach, summed over ``rows`` (each with
+    :func:`call_size_columns` and the ``_partitions`` they may meet): subscriptions plus
+    groups times partitions, an estimate for the small-call threshold.
+
+    >>> call_size_bound([Row(_subscriptions=30, _groups=2, _partitions=12)])
+    54
+    """
+    return sum(int(r["_subscriptions"] or 0) + int(r["_groups"] or 0) * int(r["_partitions"] or 0) for r in rows)
+
+
 def validate_inputs(members: DataFrame, partitions: DataFrame, *, common_assignor: bool = False,
                     decide_small: bool = False) -> DataFrame:
     """Check normalized members and partitions; raise :class:`InvalidMembersError`
@@ -308,13 +332,11 @@ def validate_inputs(members: DataFrame, partitions: DataFrame, *, common_assigno
         F.bool_or(F.col("_input") == "empty").alias("empty"),
     )
     if decide_small:  # the same action sizes the call: one-row totals of subscriptions, groups, partitions
-        found_df = found_df.crossJoin(members.agg(
-            F.sum(F.size("topics")).alias("_subscriptions"), F.approx_count_distinct("group_id").alias("_groups"),
-        )).crossJoin(summary.agg(F.sum("num_partitions").alias("_partitions")))
+        found_df = found_df.crossJoin(members.agg(*call_size_columns())).crossJoin(
+            summary.agg(F.sum("num_partitions").alias("_partitions")))
     found = one_row(found_df)
     if decide_small:
-        decide_small_call(members.sparkSession, lambda: int(found["_subscriptions"] or 0)
-                          + int(found["_groups"] or 0) * int(found["_partitions"] or 0))
+        decide_small_call(members.sparkSession, lambda: call_size_bound([found]))
     if found["empty"]:
         raise InvalidMembersError("no members: expected at least one member row to rebalance, found none")
     if found["members"]:

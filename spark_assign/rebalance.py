@@ -47,6 +47,8 @@ from .frames import TP as _TP
 from .frames import owned_lists, union_all
 from .inputs import (
     OWNED_TYPE,
+    call_size_bound,
+    call_size_columns,
     ignored_claims,
     normalize_members,
     normalize_partitions,
@@ -307,13 +309,10 @@ def _prepare(members: DataFrame, partitions: DataFrame, *, protocol_rule: str, s
     # stored by the action that lists the assignors to run (no action of its own)
     m = materialize_state(m, eager=False)
     if small_call_undecided(m.sparkSession):
-        # the same action bounds the call's sizes: subscriptions + groups x partitions (approximate
-        # group counts: one aggregation, as the distinct is; the bound is a threshold's estimate)
-        per_run = m.groupBy("_run").agg(F.sum(F.size("topics")).alias("_subscriptions"),
-                                        F.approx_count_distinct(_G).alias("_groups")) \
+        # the same action bounds the call's sizes: per assignor, subscriptions + groups x partitions
+        per_run = m.groupBy("_run").agg(*call_size_columns()) \
             .crossJoin(full_p.agg(F.count("*").alias("_partitions"))).collect()
-        decide_small_call(m.sparkSession, lambda: sum(
-            (r._subscriptions or 0) + r._groups * r._partitions for r in per_run))
+        decide_small_call(m.sparkSession, lambda: call_size_bound(per_run))
     else:
         per_run = m.select("_run").distinct().collect()
     runs = sorted(r._run for r in per_run)  # assignor names, not groups
