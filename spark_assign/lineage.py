@@ -54,6 +54,7 @@ from __future__ import annotations
 import functools
 import re
 import threading
+import time
 from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any, TypeVar
@@ -392,9 +393,26 @@ def explains_lost_executors(fn: _F) -> _F:
         except ExecutorLostError:
             raise
         except Exception as exc:
-            message = lost_executor_message(exc, before, executor_ids(spark) if before is not None else None)
-            if message is None:
+            if _LOST_BLOCK.search(str(exc)) is None:
                 raise
-            raise ExecutorLostError(message) from exc
+            after = _executors_after_loss(spark, before) if before is not None else None
+            raise ExecutorLostError(lost_executor_message(exc, before, after) or str(exc)) from exc
 
     return wrapper  # type: ignore[return-value]
+
+
+#: how long a failure over lost checkpoint blocks waits for the driver to drop the lost executor
+LOST_EXECUTOR_WAIT_S = 3.0
+
+
+def _executors_after_loss(spark: SparkSession | None, before: set[str]) -> set[str] | None:
+    """The live executor ids after a failure over lost checkpoint blocks. A job can fail
+    on the lost blocks before the driver has removed the executor that held them, so
+    while every executor of ``before`` still looks alive this asks again for up to
+    :data:`LOST_EXECUTOR_WAIT_S` (error path only): the error can then name it."""
+    deadline = time.monotonic() + LOST_EXECUTOR_WAIT_S
+    after = executor_ids(spark)
+    while after is not None and not (before - after) and time.monotonic() < deadline:
+        time.sleep(0.1)
+        after = executor_ids(spark)
+    return after
