@@ -1,0 +1,111 @@
+"""The README's quick start under other JVM options, and the scenario under other small-call settings.
+
+    python benchmarks/bench_quickstart.py jvm "" "-XX:TieredStopAtLevel=1"   # a new process per variant
+    python benchmarks/bench_quickstart.py settings spark.sql.ui.explainMode= spark.sql.maxPlanStringLength=
+
+``jvm``: each variant ("" is Spark's own options) runs ``pipelines/quickstart.py`` in a new
+process, in a fresh copy of ``conf/`` and ``data/`` whose ``conf/spark-local.conf`` gives the
+driver those options; it prints the wall time, the driver JVM's CPU time and its JIT compiler
+threads' share. ``settings``: one process runs the sample scenario (``pipelines/simulate.py
+--config conf/scenario.yaml``) once to warm up, then alternately with the library's small-call
+settings (A) and with the given ones (B: ``key=value`` added, ``key=`` left out), ``--pairs``
+times; it prints each run's time.
+Results go into BENCHMARKS.md by hand (``benchmarks/results/jvm_profile.md``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+#: run inside the child process: the quick start, then the JVM's CPU time by thread name
+CHILD = """
+import collections, os, re, sys, time
+sys.path.insert(0, {pipelines!r})
+import quickstart
+from pyspark.sql import SparkSession
+t = time.time(); code = quickstart.main(); wall = time.time() - t
+pid = SparkSession.getActiveSession()._jvm.java.lang.ProcessHandle.current().pid()
+tick = os.sysconf("SC_CLK_TCK"); by = collections.Counter()
+for tid in os.listdir(f"/proc/{{pid}}/task"):
+    stat = open(f"/proc/{{pid}}/task/{{tid}}/stat").read()
+    name, rest = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 1:].split()
+    by[re.sub(r"\\d+", "N", name)] += (int(rest[11]) + int(rest[12])) / tick
+print(f"RESULT code={{code}} wall={{wall:.1f}} jvm={{sum(by.values()):.1f}} jit={{by['CN CompilerThre']:.1f}}")
+"""
+
+
+def jvm_variants(variants: list[str]) -> None:
+    """Each variant's quick start in a new process (see the module doc)."""
+    print("| driver JVM options | wall | driver JVM CPU | of it, JIT compiler threads |\n|---|---|---|---|")
+    for options in variants:
+        with tempfile.TemporaryDirectory() as tmp:
+            for folder in ("conf", "data"):
+                shutil.copytree(ROOT / folder, Path(tmp) / folder)
+            if options:
+                with open(Path(tmp) / "conf" / "spark-local.conf", "a") as fh:
+                    fh.write(f"\nspark.driver.extraJavaOptions {options}\n")
+            child = CHILD.format(pipelines=str(ROOT / "pipelines"))
+            out = subprocess.run([sys.executable, "-c", child], cwd=tmp, capture_output=True, text=True).stdout
+        found = re.search(r"RESULT code=(\d+) wall=([\d.]+) jvm=([\d.]+) jit=([\d.]+)", out)
+        if not found or found.group(1) != "0":
+            print(f"| `{options or '(Spark defaults)'}` | failed | | |")
+            continue
+        print(f"| `{options or '(Spark defaults)'}` | {found.group(2)} s | {found.group(3)} s | {found.group(4)} s |",
+              flush=True)
+
+
+def settings_ab(extra: dict[str, str], pairs: int) -> None:
+    """The scenario with the small-call settings (A) and with ``extra`` (B: added, or, where
+    a value is empty, left out), alternating."""
+    import logging
+
+    from spark_assign import lineage
+    from spark_assign.cli.simulate import main
+
+    logging.disable(logging.INFO)
+    base = dict(lineage.SMALL_CALL_SETTINGS)
+    os.chdir(tempfile.mkdtemp())
+    for folder in ("conf", "data"):
+        shutil.copytree(ROOT / folder, folder)
+    times: dict[str, list[float]] = collections.defaultdict(list)
+    for label in ["warm-up"] + ["A", "B"] * pairs:
+        lineage.SMALL_CALL_SETTINGS.clear()
+        chosen = {**base, **(extra if label == "B" else {})}
+        lineage.SMALL_CALL_SETTINGS.update({k: v for k, v in chosen.items() if v != ""})
+        shutil.rmtree("out", ignore_errors=True)
+        t = time.time()
+        if main(["--config", "conf/scenario.yaml"]) != 0:
+            raise SystemExit(f"the scenario failed ({label})")
+        times[label].append(time.time() - t)
+        print(f"{label}: {times[label][-1]:.1f} s", flush=True)
+    print(f"A (the library's settings): {', '.join(f'{t:.1f}' for t in times['A'])} s; "
+          f"B (+ {extra}): {', '.join(f'{t:.1f}' for t in times['B'])} s")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="mode", required=True)
+    jvm = sub.add_parser("jvm", help="the quick start per driver JVM options, a new process each")
+    jvm.add_argument("variants", nargs="+", help='driver Java options per run ("" for none)')
+    ab = sub.add_parser("settings", help="the scenario with and without extra small-call settings")
+    ab.add_argument("extra", nargs="+", help="key=value: added to the small-call settings; key=: left out")
+    ab.add_argument("--pairs", type=int, default=2)
+    args = parser.parse_args()
+    if args.mode == "jvm":
+        jvm_variants(args.variants)
+    else:
+        settings_ab(dict(kv.split("=", 1) for kv in args.extra), args.pairs)
+
+
+if __name__ == "__main__":
+    main()
