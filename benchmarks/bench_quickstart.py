@@ -1,16 +1,20 @@
 """The README's quick start under other JVM options, and the scenario under other small-call settings.
 
     python benchmarks/bench_quickstart.py jvm "" "-XX:TieredStopAtLevel=1"   # a new process per variant
-    python benchmarks/bench_quickstart.py settings spark.sql.ui.explainMode= spark.sql.maxPlanStringLength=
+    python benchmarks/bench_quickstart.py settings spark.sql.ui.explainMode=simple
 
 ``jvm``: each variant ("" is Spark's own options) runs ``pipelines/quickstart.py`` in a new
 process, in a fresh copy of ``conf/`` and ``data/`` whose ``conf/spark-local.conf`` gives the
-driver those options; it prints the wall time, the driver JVM's CPU time and its JIT compiler
-threads' share. ``settings``: one process runs the sample scenario (``pipelines/simulate.py
---config conf/scenario.yaml``) once to warm up, then alternately with the library's small-call
-settings (A) and with the given ones (B: ``key=value`` added, ``key=`` left out), ``--pairs``
-times; it prints each run's time.
-Results go into BENCHMARKS.md by hand (``benchmarks/results/jvm_profile.md``).
+driver those options (Spark's launcher ignores an option the JVM does not know, so the run
+checks that the JVM got them); it prints the wall time, the driver JVM's CPU time and the CPU
+time of its JIT compiler threads still alive at the end (a lower bound: the JVM stops idle
+compiler threads). ``settings``: one process runs the sample scenario (``pipelines/simulate.py
+--config conf/scenario.yaml``, in the session that job opens itself: not the quick start's,
+which the rebalance opens with ``conf/spark-local.conf``) once to warm up, then with the
+library's small-call settings (A) and with the given ones (B: ``key=value`` added, ``key=``
+left out) in the order A B B A, ``--pairs`` times; it prints each run's time. The figures
+are copied by hand into ``benchmarks/results/jvm_profile.md``, which ``collect.py`` puts
+into BENCHMARKS.md.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # the checkout's package, installed or not
 #: run inside the child process: the quick start, then the JVM's CPU time by thread name
 CHILD = """
 import collections, os, re, sys, time
@@ -34,19 +39,25 @@ sys.path.insert(0, {pipelines!r})
 import quickstart
 from pyspark.sql import SparkSession
 t = time.time(); code = quickstart.main(); wall = time.time() - t
-pid = SparkSession.getActiveSession()._jvm.java.lang.ProcessHandle.current().pid()
+jvm = SparkSession.getActiveSession()._jvm
+pid = jvm.java.lang.ProcessHandle.current().pid()
+print("ARGS", " ".join(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()))
 tick = os.sysconf("SC_CLK_TCK"); by = collections.Counter()
+total = sum(int(v) for v in open(f"/proc/{{pid}}/stat").read().rsplit(")", 1)[1].split()[11:13]) / tick
 for tid in os.listdir(f"/proc/{{pid}}/task"):
-    stat = open(f"/proc/{{pid}}/task/{{tid}}/stat").read()
+    try:
+        stat = open(f"/proc/{{pid}}/task/{{tid}}/stat").read()
+    except FileNotFoundError:  # a thread that ended meanwhile
+        continue
     name, rest = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 1:].split()
     by[re.sub(r"\\d+", "N", name)] += (int(rest[11]) + int(rest[12])) / tick
-print(f"RESULT code={{code}} wall={{wall:.1f}} jvm={{sum(by.values()):.1f}} jit={{by['CN CompilerThre']:.1f}}")
+print(f"RESULT code={{code}} wall={{wall:.1f}} jvm={{total:.1f}} jit={{by['CN CompilerThre']:.1f}}")
 """
 
 
 def jvm_variants(variants: list[str]) -> None:
     """Each variant's quick start in a new process (see the module doc)."""
-    print("| driver JVM options | wall | driver JVM CPU | of it, JIT compiler threads |\n|---|---|---|---|")
+    print("| driver JVM options | wall | driver JVM CPU | of it, JIT compiler threads (at least) |\n|---|---|---|---|")
     for options in variants:
         with tempfile.TemporaryDirectory() as tmp:
             for folder in ("conf", "data"):
@@ -55,11 +66,14 @@ def jvm_variants(variants: list[str]) -> None:
                 with open(Path(tmp) / "conf" / "spark-local.conf", "a") as fh:
                     fh.write(f"\nspark.driver.extraJavaOptions {options}\n")
             child = CHILD.format(pipelines=str(ROOT / "pipelines"))
-            out = subprocess.run([sys.executable, "-c", child], cwd=tmp, capture_output=True, text=True).stdout
-        found = re.search(r"RESULT code=(\d+) wall=([\d.]+) jvm=([\d.]+) jit=([\d.]+)", out)
+            done = subprocess.run([sys.executable, "-c", child], cwd=tmp, capture_output=True, text=True)
+        found = re.search(r"RESULT code=(\d+) wall=([\d.]+) jvm=([\d.]+) jit=([\d.]+)", done.stdout)
         if not found or found.group(1) != "0":
-            print(f"| `{options or '(Spark defaults)'}` | failed | | |")
-            continue
+            raise SystemExit(f"the quick start failed with {options!r}:\n{done.stderr[-3000:]}")
+        given = re.search(r"^ARGS (.*)$", done.stdout, re.M)
+        missing = [o for o in options.split() if not given or o not in given.group(1).split()]
+        if missing:
+            raise SystemExit(f"the driver JVM did not get {missing}")
         print(f"| `{options or '(Spark defaults)'}` | {found.group(2)} s | {found.group(3)} s | {found.group(4)} s |",
               flush=True)
 
@@ -74,11 +88,12 @@ def settings_ab(extra: dict[str, str], pairs: int) -> None:
 
     logging.disable(logging.INFO)
     base = dict(lineage.SMALL_CALL_SETTINGS)
-    os.chdir(tempfile.mkdtemp())
+    work = tempfile.TemporaryDirectory()
+    os.chdir(work.name)
     for folder in ("conf", "data"):
         shutil.copytree(ROOT / folder, folder)
     times: dict[str, list[float]] = collections.defaultdict(list)
-    for label in ["warm-up"] + ["A", "B"] * pairs:
+    for label in ["warm-up"] + ["A", "B", "B", "A"] * (pairs // 2) + ["A", "B"] * (pairs % 2):
         lineage.SMALL_CALL_SETTINGS.clear()
         chosen = {**base, **(extra if label == "B" else {})}
         lineage.SMALL_CALL_SETTINGS.update({k: v for k, v in chosen.items() if v != ""})
@@ -88,8 +103,11 @@ def settings_ab(extra: dict[str, str], pairs: int) -> None:
             raise SystemExit(f"the scenario failed ({label})")
         times[label].append(time.time() - t)
         print(f"{label}: {times[label][-1]:.1f} s", flush=True)
-    print(f"A (the library's settings): {', '.join(f'{t:.1f}' for t in times['A'])} s; "
-          f"B (+ {extra}): {', '.join(f'{t:.1f}' for t in times['B'])} s")
+    os.chdir(ROOT)
+    work.cleanup()
+    changes = ", ".join(f"with {k}={v}" if v else f"without {k}" for k, v in extra.items())
+    print(f"A (the library's small-call settings): {', '.join(f'{t:.1f}' for t in times['A'])} s; "
+          f"B ({changes}): {', '.join(f'{t:.1f}' for t in times['B'])} s")
 
 
 def main() -> None:
@@ -103,8 +121,11 @@ def main() -> None:
     args = parser.parse_args()
     if args.mode == "jvm":
         jvm_variants(args.variants)
-    else:
-        settings_ab(dict(kv.split("=", 1) for kv in args.extra), args.pairs)
+        return
+    bad = [kv for kv in args.extra if "=" not in kv]
+    if bad:
+        parser.error(f"expected key=value or key=, found {bad}")
+    settings_ab(dict(kv.split("=", 1) for kv in args.extra), args.pairs)
 
 
 if __name__ == "__main__":

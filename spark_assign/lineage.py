@@ -79,18 +79,13 @@ _CALL: ContextVar[str] = ContextVar("spark_assign_small_call", default=_OUTSIDE)
 #: the session setting that keeps the session's own settings in small calls ("false")
 SMALL_CALL_SETTINGS_CONF = "spark.assign.smallCallSettings"
 #: what a small call runs under: Spark's interpreted operators and expressions, no generated
-#: code (its rows are few; compiling its plans' code was most of its time), no automatic
+#: code (its rows are few; compiling its plans' code was most of its time), and no automatic
 #: broadcast joins (its local relations are one partition each: a join of two shuffles nothing,
-#: while each broadcast is a Spark job of its own; the joins the code hints still broadcast),
-#: and no plan text for Spark's UI: each query, and each of adaptive execution's re-plans,
-#: renders its whole plan for the UI's listener, UI or not ("simple" skips the operator
-#: numbering of "formatted"; a length of 0 leaves "Truncated plan of N characters")
+#: while each broadcast is a Spark job of its own; the joins the code hints still broadcast)
 SMALL_CALL_SETTINGS = {
     "spark.sql.codegen.wholeStage": "false",
     "spark.sql.codegen.factoryMode": "NO_CODEGEN",
     "spark.sql.autoBroadcastJoinThreshold": "-1",
-    "spark.sql.ui.explainMode": "simple",
-    "spark.sql.maxPlanStringLength": "0",
 }
 #: the session whose settings the small call in progress applied (to give back when the
 #: scope that decided ends)
@@ -267,14 +262,10 @@ def _apply_small_call_settings(spark: SparkSession) -> None:
 
     Spark compiles generated Java code for every new plan: about 1,200 classes for one
     rebalance of the README's sample groups, about 13 s of its 47 s on 2 cores, for a few
-    hundred rows; interpreted, that run took 40 s, and without broadcasts 38 s; without
-    the UI's plan text the warm scenario replay takes about 3% less (BENCHMARKS.md).
-    These are session settings: a query the session runs while a small call is in
-    progress (from another thread) runs under them too, which changes its speed and its
-    plan text, never its result. An error Spark itself raises inside a small call says
-    "Truncated plan of N characters" where it would print the plan;
-    ``spark.assign.smallCallSettings=false`` shows it. Small calls on one session from
-    several threads share the settings:
+    hundred rows; interpreted, that run took 40 s, and without broadcasts 38 s
+    (BENCHMARKS.md). These are session settings: a query the session runs while a small
+    call is in progress (from another thread) runs under them too, which changes its
+    speed, never its result. Small calls on one session from several threads share them:
     the first to start saves the session's values, the last to end gives them back. A
     platform that refuses a setting (some serverless ones) keeps its own.
     ``spark.sql.codegen.factoryMode`` is one of Spark's internal settings: a Spark version
