@@ -352,18 +352,21 @@ def executor_ids(spark: SparkSession | None) -> set[str] | None:
         return None
 
 
-def lost_executor_message(exc: BaseException, before: set[str] | None = None,
-                          after: set[str] | None = None) -> str | None:
-    """The ExecutorLostError message for a Spark failure caused by local checkpoint
-    blocks lost with their executor (``before``/``after``: the live executor ids when
-    the call started and when it failed); None for any other failure."""
+def lost_block(exc: BaseException) -> str | None:
+    """The local checkpoint block whose loss with its executor failed ``exc``; None for
+    any other failure."""
     found = _LOST_BLOCK.search(str(exc))
-    if found is None:
-        return None
+    return found.group(1) if found else None
+
+
+def lost_executor_message(block: str, before: set[str] | None = None, after: set[str] | None = None) -> str:
+    """The ExecutorLostError message for a Spark failure over the lost local checkpoint
+    ``block`` (:func:`lost_block`); ``before``/``after``: the live executor ids when the
+    call started and when it failed."""
     lost = sorted((before or set()) - (after or set())) if before is not None and after is not None else []
     who = (f"executor {', '.join(lost)}" if len(lost) == 1 else f"executors {', '.join(lost)}") if lost \
         else "an executor"
-    return (f"{who} holding this call's local checkpoints (block {found.group(1)}) was lost, and local "
+    return (f"{who} holding this call's local checkpoints (block {block}) was lost, and local "
             f"checkpoints cannot be recomputed: nothing of this call was recorded. Re-run it; to survive lost "
             f"executors, set {MATERIALIZATION_CONF}=reliable (or leave it 'auto') with spark.checkpoint.dir set "
             "to a folder every executor can reach")
@@ -393,10 +396,11 @@ def explains_lost_executors(fn: _F) -> _F:
         except ExecutorLostError:
             raise
         except Exception as exc:
-            if _LOST_BLOCK.search(str(exc)) is None:
+            block = lost_block(exc)
+            if block is None:
                 raise
             after = _executors_after_loss(spark, before) if before is not None else None
-            raise ExecutorLostError(lost_executor_message(exc, before, after) or str(exc)) from exc
+            raise ExecutorLostError(lost_executor_message(block, before, after)) from exc
 
     return wrapper  # type: ignore[return-value]
 
