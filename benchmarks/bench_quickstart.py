@@ -6,13 +6,13 @@
 ``jvm``: each variant ("" is Spark's own options) runs ``pipelines/quickstart.py`` in a new
 process, in a fresh copy of ``conf/`` and ``data/`` whose ``conf/spark-local.conf`` gives the
 driver those options (Spark's launcher ignores an option the JVM does not know, so the run
-checks that the JVM got them); it prints the wall time, the driver JVM's CPU time and the CPU
-time of its JIT compiler threads still alive at the end (a lower bound: the JVM stops idle
-compiler threads). ``settings``: one process runs the sample scenario (``pipelines/simulate.py
+checks that the JVM got them); it prints the wall time, the Spark jobs, the driver JVM's CPU
+time and the CPU time of its JIT compiler threads still alive at the end (a lower bound: the
+JVM stops idle compiler threads). ``settings``: one process runs the sample scenario (``pipelines/simulate.py
 --config conf/scenario.yaml``, in the session that job opens itself: not the quick start's,
 which the rebalance opens with ``conf/spark-local.conf``) once to warm up, then with the
 library's small-call settings (A) and with the given ones (B: ``key=value`` added, ``key=``
-left out) in the order A B B A, ``--pairs`` times; it prints each run's time. The figures
+left out) in the order A B B A, ``--pairs`` times; it prints each run's time and Spark jobs. The figures
 are copied by hand into ``benchmarks/results/jvm_profile.md``, which ``collect.py`` puts
 into BENCHMARKS.md.
 """
@@ -30,8 +30,8 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # the checkout's package, installed or not
+from common import ROOT, SparkJobs, machine  # common puts the checkout's package on sys.path
+
 #: run inside the child process: the quick start, then the JVM's CPU time by thread name
 CHILD = """
 import collections, os, re, sys, time
@@ -51,13 +51,16 @@ for tid in os.listdir(f"/proc/{{pid}}/task"):
         continue
     name, rest = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 1:].split()
     by[re.sub(r"\\d+", "N", name)] += (int(rest[11]) + int(rest[12])) / tick
-print(f"RESULT code={{code}} wall={{wall:.1f}} jvm={{total:.1f}} jit={{by['CN CompilerThre']:.1f}}")
+jobs = max(SparkSession.getActiveSession().sparkContext.statusTracker().getJobIdsForGroup(None), default=-1) + 1
+print(f"RESULT code={{code}} wall={{wall:.1f}} jobs={{jobs}} jvm={{total:.1f}} jit={{by['CN CompilerThre']:.1f}}")
 """
 
 
 def jvm_variants(variants: list[str]) -> None:
     """Each variant's quick start in a new process (see the module doc)."""
-    print("| driver JVM options | wall | driver JVM CPU | of it, JIT compiler threads (at least) |\n|---|---|---|---|")
+    print(f"Machine: {machine()}\n")
+    print("| driver JVM options | wall | Spark jobs | driver JVM CPU | of it, JIT compiler threads (at least) |\n"
+          "|---|---|---|---|---|")
     for options in variants:
         with tempfile.TemporaryDirectory() as tmp:
             for folder in ("conf", "data"):
@@ -67,15 +70,15 @@ def jvm_variants(variants: list[str]) -> None:
                     fh.write(f"\nspark.driver.extraJavaOptions {options}\n")
             child = CHILD.format(pipelines=str(ROOT / "pipelines"))
             done = subprocess.run([sys.executable, "-c", child], cwd=tmp, capture_output=True, text=True)
-        found = re.search(r"RESULT code=(\d+) wall=([\d.]+) jvm=([\d.]+) jit=([\d.]+)", done.stdout)
+        found = re.search(r"RESULT code=(\d+) wall=([\d.]+) jobs=(\d+) jvm=([\d.]+) jit=([\d.]+)", done.stdout)
         if not found or found.group(1) != "0":
             raise SystemExit(f"the quick start failed with {options!r}:\n{done.stderr[-3000:]}")
         given = re.search(r"^ARGS (.*)$", done.stdout, re.M)
         missing = [o for o in options.split() if not given or o not in given.group(1).split()]
         if missing:
             raise SystemExit(f"the driver JVM did not get {missing}")
-        print(f"| `{options or '(Spark defaults)'}` | {found.group(2)} s | {found.group(3)} s | {found.group(4)} s |",
-              flush=True)
+        wall, jobs, cpu, jit = found.group(2, 3, 4, 5)
+        print(f"| `{options or '(Spark defaults)'}` | {wall} s | {jobs} | {cpu} s | {jit} s |", flush=True)
 
 
 def settings_ab(extra: dict[str, str], pairs: int) -> None:
@@ -85,29 +88,36 @@ def settings_ab(extra: dict[str, str], pairs: int) -> None:
 
     from spark_assign import lineage
     from spark_assign.cli.simulate import main
+    from spark_assign.session import local_session
 
     logging.disable(logging.INFO)
+    print(f"Machine: {machine()}")
     base = dict(lineage.SMALL_CALL_SETTINGS)
     work = tempfile.TemporaryDirectory()
-    os.chdir(work.name)
+    os.chdir(work.name)  # before Spark starts: its JVM resolves the scenario's relative paths from its own
     for folder in ("conf", "data"):
         shutil.copytree(ROOT / folder, folder)
+    spark = local_session("spark-assign-simulate")  # the session the job opens itself, opened first to count jobs
     times: dict[str, list[float]] = collections.defaultdict(list)
+    jobs: dict[str, list[int]] = collections.defaultdict(list)
     for label in ["warm-up"] + ["A", "B", "B", "A"] * (pairs // 2) + ["A", "B"] * (pairs % 2):
         lineage.SMALL_CALL_SETTINGS.clear()
         chosen = {**base, **(extra if label == "B" else {})}
         lineage.SMALL_CALL_SETTINGS.update({k: v for k, v in chosen.items() if v != ""})
         shutil.rmtree("out", ignore_errors=True)
         t = time.time()
-        if main(["--config", "conf/scenario.yaml"]) != 0:
-            raise SystemExit(f"the scenario failed ({label})")
+        with SparkJobs(spark) as counted:
+            if main(["--config", "conf/scenario.yaml"]) != 0:
+                raise SystemExit(f"the scenario failed ({label})")
         times[label].append(time.time() - t)
-        print(f"{label}: {times[label][-1]:.1f} s", flush=True)
+        jobs[label].append(counted.count)
+        print(f"{label}: {times[label][-1]:.1f} s, {counted.count} Spark jobs", flush=True)
     os.chdir(ROOT)
     work.cleanup()
     changes = ", ".join(f"with {k}={v}" if v else f"without {k}" for k, v in extra.items())
-    print(f"A (the library's small-call settings): {', '.join(f'{t:.1f}' for t in times['A'])} s; "
-          f"B ({changes}): {', '.join(f'{t:.1f}' for t in times['B'])} s")
+    for label, what in (("A", "the library's small-call settings"), ("B", changes)):
+        print(f"{label} ({what}): {', '.join(f'{t:.1f}' for t in times[label])} s, "
+              f"{', '.join(map(str, jobs[label]))} Spark jobs")
 
 
 def main() -> None:
