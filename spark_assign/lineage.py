@@ -406,8 +406,7 @@ def explains_lost_executors(fn: _F) -> _F:
 
 
 #: how long a failure over lost checkpoint blocks waits for the driver to drop the lost executor
-#: (3 s was not always enough: a fresh-clone CI run of 8bc59cc still listed it after that)
-LOST_EXECUTOR_WAIT_S = 10.0
+LOST_EXECUTOR_WAIT_S = 3.0
 
 
 def _executors_after_loss(spark: SparkSession | None, before: set[str]) -> set[str] | None:

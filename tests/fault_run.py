@@ -21,7 +21,7 @@ import time
 from pyspark.sql import functions as F
 
 from spark_assign import AssignmentHistory, assign, check_assignment, rebalance
-from spark_assign.lineage import local_relation
+from spark_assign.lineage import executor_ids, local_relation
 from spark_assign.session import local_session
 
 #: the kill comes once this many Spark jobs of the call have started: for assign() (about 23
@@ -55,7 +55,9 @@ def main(workdir: str, modes: list[str]) -> None:
 
     def with_a_kill(call, after_jobs: int):
         deadline = time.monotonic() + 120
-        while len(executor_pids()) < 2 and time.monotonic() < deadline:  # a lost one is relaunched
+        # a lost one is relaunched: its process, then the driver's registration of it (the call
+        # names a lost executor from the ids the driver lists when it starts)
+        while (len(executor_pids()) < 2 or len(executor_ids(spark) or ()) < 2) and time.monotonic() < deadline:
             time.sleep(0.2)
         start, killed = jobs(), []
 
