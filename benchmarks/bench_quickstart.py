@@ -2,6 +2,7 @@
 
     python benchmarks/bench_quickstart.py jvm "" "-XX:TieredStopAtLevel=1"   # a new process per variant
     python benchmarks/bench_quickstart.py settings spark.sql.ui.explainMode=simple
+    python benchmarks/bench_quickstart.py revs HEAD~1 .                      # two versions of the library
 
 ``jvm``: each variant ("" is Spark's own options) runs ``pipelines/quickstart.py`` in a new
 process, in a fresh copy of ``conf/`` and ``data/`` whose ``conf/spark-local.conf`` gives the
@@ -12,7 +13,9 @@ JVM stops idle compiler threads). ``settings``: one process runs the sample scen
 --config conf/scenario.yaml``, in the session that job opens itself: not the quick start's,
 which the rebalance opens with ``conf/spark-local.conf``) once to warm up, then with the
 library's small-call settings (A) and with the given ones (B: ``key=value`` added, ``key=``
-left out) in the order A B B A, ``--pairs`` times; it prints each run's time and Spark jobs. The figures
+left out) in the order A B B A, ``--pairs`` times; it prints each run's time and Spark jobs. ``revs``:
+the scenario with the library of two revisions (a git revision, or ``.`` for the working tree), a
+new process per run (its JVM cold, as a user's is) in the order A B B A, ``--pairs`` times. The figures
 are copied by hand into ``benchmarks/results/jvm_profile.md``, which ``collect.py`` puts
 into BENCHMARKS.md.
 """
@@ -120,6 +123,55 @@ def settings_ab(extra: dict[str, str], pairs: int) -> None:
               f"{', '.join(map(str, jobs[label]))} Spark jobs")
 
 
+#: run inside the child process: the scenario with the library found first on sys.path
+SCENARIO = """
+import sys, time
+sys.path.insert(0, {root!r})
+import spark_assign
+assert spark_assign.__file__.startswith({root!r}), spark_assign.__file__
+from spark_assign.cli.simulate import main
+from spark_assign.session import local_session
+spark = local_session("spark-assign-simulate")
+t = time.time(); code = main(["--config", "conf/scenario.yaml"]); wall = time.time() - t
+jobs = max(spark.sparkContext.statusTracker().getJobIdsForGroup(None), default=-1) + 1
+print(f"RESULT code={{code}} wall={{wall:.1f}} jobs={{jobs}}")
+"""
+
+
+def revisions_ab(revs: tuple[str, str], pairs: int) -> None:
+    """The scenario with the library of revision A and of revision B, alternating (see the module doc)."""
+    print(f"Machine: {machine()}")
+    with tempfile.TemporaryDirectory() as tmp:
+        roots = []
+        for label, rev in zip("AB", revs):
+            if rev == ".":
+                roots.append(str(ROOT))
+                continue
+            tree = Path(tmp) / f"rev-{label}"
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(tree), rev], check=True)
+            roots.append(str(tree))
+        times: dict[str, list[str]] = collections.defaultdict(list)
+        try:
+            for label in ["A", "B", "B", "A"] * (pairs // 2) + ["A", "B"] * (pairs % 2):
+                work = Path(tmp) / "run"
+                for folder in ("conf", "data"):
+                    shutil.copytree(ROOT / folder, work / folder)
+                child = SCENARIO.format(root=roots["AB".index(label)])
+                done = subprocess.run([sys.executable, "-c", child], cwd=work, capture_output=True, text=True)
+                shutil.rmtree(work)
+                found = re.search(r"RESULT code=(\d+) wall=([\d.]+) jobs=(\d+)", done.stdout)
+                if not found or found.group(1) != "0":
+                    raise SystemExit(f"the scenario failed with {revs['AB'.index(label)]!r}:\n{done.stderr[-3000:]}")
+                times[label].append(f"{found.group(2)} s ({found.group(3)} Spark jobs)")
+                print(f"{label}: {times[label][-1]}", flush=True)
+        finally:
+            for root in roots:
+                if root != str(ROOT):
+                    subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", root], check=False)
+    for label, rev in zip("AB", revs):
+        print(f"{label} ({rev}): {', '.join(times[label])}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="mode", required=True)
@@ -128,7 +180,13 @@ def main() -> None:
     ab = sub.add_parser("settings", help="the scenario with and without extra small-call settings")
     ab.add_argument("extra", nargs="+", help="key=value: added to the small-call settings; key=: left out")
     ab.add_argument("--pairs", type=int, default=2)
+    rv = sub.add_parser("revs", help="the scenario with the library of two revisions, a new process each")
+    rv.add_argument("revs", nargs=2, metavar="REV", help='a git revision, or "." for the working tree')
+    rv.add_argument("--pairs", type=int, default=2)
     args = parser.parse_args()
+    if args.mode == "revs":
+        revisions_ab(tuple(args.revs), args.pairs)
+        return
     if args.mode == "jvm":
         jvm_variants(args.variants)
         return

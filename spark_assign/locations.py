@@ -40,6 +40,20 @@ def is_path(location: str) -> bool:
     return "/" in location or "\\" in location or location.startswith(".") or ":" in location
 
 
+def pinned(location: str) -> str:
+    """``location`` with a relative local path made absolute from this process's working
+    directory now: Spark resolves a relative path from its JVM's working directory (where
+    the session started), Python from its own, and the two part after an ``os.chdir``.
+    Other locations unchanged.
+
+    >>> pinned("/tmp/history"), pinned("s3://bucket/h"), pinned("main.kafka_ops")
+    ('/tmp/history', 's3://bucket/h', 'main.kafka_ops')
+    """
+    if is_path(location) and urlparse(location).scheme == "" and not os.path.isabs(location):
+        return os.path.abspath(location)
+    return location
+
+
 def local_path(location: str) -> str | None:
     """The local file system path of ``location``, or None for remote URIs."""
     parsed = urlparse(location)

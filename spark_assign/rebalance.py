@@ -58,6 +58,7 @@ from .inputs import (
 from .lineage import (
     decide_small_call,
     explains_lost_executors,
+    in_small_call,
     materialize,
     materialize_state,
     small_call_scope,
@@ -273,13 +274,13 @@ def _prepare(members: DataFrame, partitions: DataFrame, *, protocol_rule: str, s
     m = with_group_protocols(m, extra_df, extra, group_protocol=group_protocol, strategy=strategy)
     # a small leaf: the selection and protocol plans below reuse it many times. Stored by
     # the first action that reads it (the validation's), so that a costly lazy input (the
-    # ownership carried from the history) is computed once
-    m = materialize_state(m, eager=False)
+    # ownership carried from the history) is computed once. In a small call whose input
+    # :func:`_with_extra` stored already, it is a short plan over that local relation: a
+    # second one would cost an action and save nothing
+    if not (extra and in_small_call()):
+        m = materialize_state(m, eager=False)
     if validate:
         validate_inputs(m, p, common_assignor=True)  # one action for both checks
-    full_p = p
-    if unavailable is not None:
-        p = p.join(unavailable.select(*_TP), _TP, "left_anti")
     # the protocol rule: the argument, or per group from an extra ``protocol_rule`` column
     if "protocol_rule" in extra:
         assert extra_df is not None  # the columns listed in ``extra`` come from it
@@ -311,11 +312,19 @@ def _prepare(members: DataFrame, partitions: DataFrame, *, protocol_rule: str, s
     if small_call_undecided(m.sparkSession):
         # the same action bounds the call's sizes: per assignor, subscriptions + groups x partitions
         per_run = m.groupBy("_run").agg(*call_size_columns()) \
-            .crossJoin(full_p.agg(F.count("*").alias("_partitions"))).collect()
+            .crossJoin(p.agg(F.count("*").alias("_partitions"))).collect()
         decide_small_call(m.sparkSession, lambda: call_size_bound(per_run))
     else:
         per_run = m.select("_run").distinct().collect()
     runs = sorted(r._run for r in per_run)  # assignor names, not groups
+    # every round's assignors read the partitions many times: in a small call they are stored
+    # once here, and the rounds read them (and the members) without storing them again
+    # (:func:`~spark_assign.rebalance_round.run_round`)
+    small = in_small_call()
+    full_p = p = materialize(p) if small else p
+    if unavailable is not None:  # the partitions this rebalance hands out
+        p = full_p.join(unavailable.select(*_TP), _TP, "left_anti")
+        p = materialize(p) if small else p
     # the owner before this rebalance (also of a topic it no longer subscribes to): a
     # partition revoked in one round and handed over in the next has moved from it
     first_owner = resolve_owned(normalize_members(m), full_p, subscribed_only=False).select(

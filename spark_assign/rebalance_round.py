@@ -17,7 +17,7 @@ from .frames import GROUP as _G
 from .frames import TP as _TP
 from .frames import one_row, owned_lists, per_group, union_all
 from .inputs import OWNED_TYPE, normalize_members
-from .lineage import materialize, materialize_state
+from .lineage import in_small_call, materialize, materialize_state
 from .protocol import COOPERATIVE, EAGER
 from .reconcile import SERVER_RUN, reconciliation_round
 from .strategies.sticky import sticky_assignment
@@ -114,8 +114,11 @@ def _sticky_together(state: DataFrame, p: DataFrame, together: list[str], rnd: i
     # the cooperative groups (sticky_assignment takes their distinct ids, broadcast)
     coop = state.where(F.col("_run") == "cooperative-sticky").select(_G) if "cooperative-sticky" in together else False
     opts = next((run_options.get(r, {}) for r in together if not r.startswith(SERVER_RUN)), {})
-    # the inputs materialized as assign() does (the assignment reads them many times)
-    sm, sp = materialize(normalize_members(sm), eager=False), materialize(p, eager=False)
+    # the inputs materialized as assign() does (the assignment reads them many times); in a
+    # small call they are short plans over local relations already (:func:`run_round`)
+    sm, sp = normalize_members(sm), p
+    if not in_small_call():
+        sm, sp = materialize(sm, eager=False), materialize(sp, eager=False)
     rows = sticky_assignment(sm, sp, cooperative=coop, **opts)
     if SERVER_UNIFORM not in together:
         return [rows]
@@ -135,6 +138,10 @@ def run_round(prep: Prepared, state: DataFrame, rnd: int, runs: list[str], prev_
     one: :func:`sticky_runs`), the revocations (``departed``: added to them, in the first
     round) and the summary (one action, which also lists the runs still pending)."""
     p = prep.partitions
+    # in a small call the members (``state``) and the partitions are local relations
+    # (:func:`~spark_assign.rebalance._prepare`): the assignors read short plans over them,
+    # with no store of their own (one action each, the plan's work is a filter)
+    small = in_small_call()
     owned = _owned_rows(state, prep.all_partitions, "_proto", "_gproto", "_rule", "protocol", "_gen")
     columns = normalize_members(state).columns
     parts = []
@@ -149,7 +156,8 @@ def run_round(prep: Prepared, state: DataFrame, rnd: int, runs: list[str], prev_
             parts.append(reconciliation_round(name, sm, p, rnd, targets))
             continue
         glags = lags.join(sm.select(_G).distinct(), _G, "left_semi") if lags is not None else None
-        parts.append(assign(sm, p, name, lags=glags, validate=False, **run_options.get(name, {})))
+        parts.append(assign(sm, p, name, lags=glags, validate=False, checkpoint=not small,
+                            **run_options.get(name, {})))
     if not parts:  # no group to assign (a round always has some: a guard for empty input)
         parts.append(state.select(_G, "member_id", F.lit(None).cast("string").alias("topic"),
                                   F.lit(None).cast("int").alias("partition")).limit(0))

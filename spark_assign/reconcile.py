@@ -19,7 +19,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from .assign import PROTOCOL_STRATEGIES, SERVER_ALIASES, assign, strategy_name
-from .lineage import materialize_state
+from .lineage import in_small_call, materialize_state
 from .owned import partition_claims, without_transfers
 from .protocol import CONSUMER
 
@@ -75,7 +75,9 @@ def reconciliation_round(run: str, members: DataFrame, partitions: DataFrame, rn
     Returns ``group_id, member_id, topic, partition``."""
     if rnd == 1:
         if target is None:
-            target = assign(members, partitions, run[len(SERVER_RUN):], group_protocol="consumer", validate=False)
+            # a small call's members and partitions are short plans over local relations already
+            target = assign(members, partitions, run[len(SERVER_RUN):], group_protocol="consumer", validate=False,
+                            checkpoint=not in_small_call())
         targets[run] = materialize_state(target, eager=False)
         # a partition goes now unless another member still holds it (it revokes it this round)
         return without_transfers(targets[run], partition_claims(members, partitions, subscribed_only=False))

@@ -58,6 +58,7 @@ from .locations import (  # noqa: F401  (re-exported: part of the storage switch
     is_delta_path,
     is_path,
     local_path,
+    pinned,
     spark_delta_configured,
 )
 
@@ -161,7 +162,9 @@ class DeltaStore:
 
     def __init__(self, spark: SparkSession, location: str, schema: T.StructType, *, backend: str | None = None):
         self.spark = spark
-        self.location = location
+        # a relative folder is the one it names now, for Spark's reads and writes and the
+        # Delta log's alike (a later ``os.chdir`` moves neither)
+        self.location = pinned(location)
         self.schema = schema
         self.by_path = is_path(location)
         if not self.by_path and self.backend != SPARK_DELTA:

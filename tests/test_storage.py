@@ -79,6 +79,19 @@ def test_append_commit_read_and_idempotence(spark, tmp_path):
     assert '"k": "v"' in log[0].userMetadata and "app-1" in log[0].userMetadata
 
 
+def test_relative_location_is_where_it_was_opened(spark, tmp_path, monkeypatch):
+    # the session's JVM keeps the working directory it started in: a relative table folder
+    # opened after a chdir must still be written, committed and read in one place
+    monkeypatch.chdir(tmp_path)
+    store = DeltaStore(spark, "rel/t", SCHEMA)
+    assert store.location == str(tmp_path / "rel" / "t")
+    df = spark.sql("SELECT 'g' AS group_id, 1 AS generation, 7L AS lag, TIMESTAMP'2026-01-02 03:04:05' AS at")
+    assert store.append(df, app_id="app-1") is True
+    monkeypatch.chdir(ROOT)  # a later chdir moves nothing either
+    assert DeltaTable(str(tmp_path / "rel" / "t")).to_pyarrow_table().num_rows == 1
+    assert_df_equality(store.read(), df, ignore_nullable=True)
+
+
 def test_read_input_formats(spark, tmp_path):
     members = read_input(spark, str(ROOT / "data" / "sample" / "members.jsonl"))
     m = normalize_members(members)
