@@ -55,6 +55,7 @@ import functools
 import re
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any, TypeVar
@@ -173,10 +174,29 @@ def local_relation(df: DataFrame) -> DataFrame:
     """``df``'s rows collected (Arrow) into a local relation of the same schema, in one
     partition: a plan Spark sizes exactly, and whose aggregations and windows need no
     shuffle (one partition holds every key). For small frames only (:func:`decide_small_call`).
+    The collected rows stay readable with :func:`stored_rows` while the result lives.
 
     >>> owned = local_relation(owned)  # doctest: +SKIP
     """
-    return df.sparkSession.createDataFrame(df.toArrow(), schema=df.schema).coalesce(1)
+    rows = df.toArrow()
+    out = df.sparkSession.createDataFrame(rows, schema=df.schema).coalesce(1)
+    _STORED_ROWS[out] = rows
+    return out
+
+
+#: the rows of each live local relation (:func:`local_relation`), by the frame it returned
+_STORED_ROWS: weakref.WeakKeyDictionary[DataFrame, Any] = weakref.WeakKeyDictionary()
+
+
+def stored_rows(df: DataFrame) -> Any:
+    """``df``'s rows as a ``pyarrow.Table`` when ``df`` is a local relation a small call stored
+    (:func:`materialize`), read on the driver with no Spark action; None for any other frame.
+    For the flags a step reads off a small frame it has just stored (one action, not two).
+
+    >>> rows = stored_rows(summary)  # doctest: +SKIP
+    >>> pending = one_row(summary.agg(F.max("pending")))[0] if rows is None else max(rows["pending"].to_pylist())  # doctest: +SKIP
+    """
+    return _STORED_ROWS.get(df)
 
 
 def in_small_call() -> bool:

@@ -63,6 +63,7 @@ from .lineage import (
     materialize_state,
     small_call_scope,
     small_call_undecided,
+    stored_rows,
 )
 from .options import strategy_options
 from .owned import resolve_owned
@@ -314,9 +315,11 @@ def _prepare(members: DataFrame, partitions: DataFrame, *, protocol_rule: str, s
         per_run = m.groupBy("_run").agg(*call_size_columns()) \
             .crossJoin(p.agg(F.count("*").alias("_partitions"))).collect()
         decide_small_call(m.sparkSession, lambda: call_size_bound(per_run))
+        runs = sorted({r._run for r in per_run})  # assignor names, not groups
+    elif (rows := stored_rows(m)) is not None:  # a small call's members are on the driver already
+        runs = sorted(set(rows["_run"].to_pylist()))
     else:
-        per_run = m.select("_run").distinct().collect()
-    runs = sorted(r._run for r in per_run)  # assignor names, not groups
+        runs = sorted(r._run for r in m.select("_run").distinct().collect())
     # every round's assignors read the partitions many times: in a small call they are stored
     # once here, and the rounds read them (and the members) without storing them again
     # (:func:`~spark_assign.rebalance_round.run_round`)

@@ -17,7 +17,7 @@ from .frames import GROUP as _G
 from .frames import TP as _TP
 from .frames import one_row, owned_lists, per_group, union_all
 from .inputs import OWNED_TYPE, normalize_members
-from .lineage import in_small_call, materialize, materialize_state
+from .lineage import in_small_call, materialize, materialize_state, stored_rows
 from .protocol import COOPERATIVE, EAGER
 from .reconcile import SERVER_RUN, reconciliation_round
 from .strategies.sticky import sticky_assignment
@@ -184,7 +184,12 @@ def run_round(prep: Prepared, state: DataFrame, rnd: int, runs: list[str], prev_
     rev = materialize(rev)
     s = round_summary(prep, state, a, rev, rnd, prev_a)
     # one action computes and stores the summary and lists the runs of the groups still pending
-    pending = one_row(s.agg(F.collect_set(F.when(F.col("pending") > 0, F.col("_run")))))[0]
+    # (in a small call the store was that action: its rows are on the driver already)
+    rows = stored_rows(s)
+    if rows is None:
+        pending = one_row(s.agg(F.collect_set(F.when(F.col("pending") > 0, F.col("_run")))))[0]
+    else:
+        pending = {run for run, n in zip(rows["_run"].to_pylist(), rows["pending"].to_pylist()) if n > 0}
     return Round(assignment=a, revocations=rev, summary=s, pending_runs=sorted(pending))
 
 

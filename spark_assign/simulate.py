@@ -41,7 +41,8 @@ from .simulation.analytics import (
     simulation_table,
 )
 from .simulation.events import EVENT_COLUMNS, KINDS, MEMBER_KINDS, SYNTHETIC_KINDS, normalize_events, validate_events
-from .simulation.replay import SCOPE, SimulationResult, protocol_of, replay
+from .simulation.phases import SCOPE
+from .simulation.replay import SimulationResult, protocol_of, replay
 from .simulation.what_if import VARIANT_KEYS, WHAT_IF_COLUMNS, compare, what_if
 
 __all__ = [

@@ -20,6 +20,7 @@ from spark_assign.lineage import (
     small_call_rows,
     small_call_scope,
     small_call_undecided,
+    stored_rows,
 )
 
 
@@ -179,8 +180,12 @@ def test_a_small_call_materializes_local_relations(spark):
         spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
     assert sorted(small.collect()) == sorted(state.collect()) == sorted(df.collect())
     assert small.schema == df.schema
+    # their rows stay on the driver, readable with no action; no other frame has any
+    assert sorted(stored_rows(small).to_pylist(), key=str) == sorted((r.asDict() for r in df.collect()), key=str)
+    assert stored_rows(df) is None and stored_rows(small.where("n > 0")) is None
     large, large_state = call(10**6)  # over the default bound: the session's materialization policy
     assert all("LocalTableScan" not in _plan(x) for x in (large, large_state))
+    assert stored_rows(large) is None and stored_rows(large_state) is None
     assert sorted(large.collect()) == sorted(df.collect())
 
 

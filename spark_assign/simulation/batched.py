@@ -38,7 +38,7 @@ from ..frames import union_all
 from ..lineage import materialize_state
 from ..options import strategy_options
 from ..protocol import EAGER
-from .replay import (
+from .phases import (
     ReplayOutputs,
     ReplayState,
     Step,

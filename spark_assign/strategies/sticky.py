@@ -30,7 +30,7 @@ from pyspark.sql import functions as F
 from ..frames import one_row
 from ..inputs import ASSIGNMENT_COLUMNS
 from ..inputs import topic_sizes as count_topic_sizes
-from ..lineage import materialize
+from ..lineage import materialize, stored_rows
 from ..owned import partition_claims, without_transfers
 from .sticky_general import assign_general
 from .sticky_uniform import assign_uniform, group_layout
@@ -50,6 +50,30 @@ def _group_kinds(members: DataFrame) -> DataFrame:
         F.coalesce(F.max(F.size("owned")) > 0, F.lit(False)).alias("_claims"),
         F.bool_or(F.coalesce(F.col("rack") != "", F.lit(False))).alias("_racks"),
     ), eager=False)
+
+
+def _paths(kinds: DataFrame) -> dict[str, bool]:
+    """Which paths have groups, whether the general groups claim anything, and where members
+    have racks (from :func:`_group_kinds`): one small job that lets the general path's
+    driver-side rounds (and the uniform path's jobs, and the rack steps) be skipped when no
+    group needs them. In a small call ``kinds`` is on the driver already: no job."""
+    rows = stored_rows(kinds)
+    if rows is not None:
+        # per group: (uniform, general, racks, claims), as the aggregation below reads them
+        kind = [(u is True, u is False, bool(r), bool(c)) for u, r, c in
+                zip(*(rows[col].to_pylist() for col in ("_uniform", "_racks", "_claims")))]
+        return {"uniform": any(u for u, _, _, _ in kind), "general": any(g for _, g, _, _ in kind),
+                "uniform_racks": any(u and r for u, _, r, _ in kind),
+                "general_claims": any(g and c for _, g, _, c in kind),
+                "general_racks": any(g and r for _, g, r, _ in kind)}
+    u, g = F.col("_uniform"), ~F.col("_uniform")
+    flags = one_row(kinds.agg(  # one row of flags, never the groups (bool_or of no rows: None)
+        F.bool_or(u).alias("uniform"), F.bool_or(g).alias("general"),
+        F.bool_or(u & F.col("_racks")).alias("uniform_racks"),
+        F.bool_or(g & F.col("_claims")).alias("general_claims"),
+        F.bool_or(g & F.col("_racks")).alias("general_racks"),
+    ))
+    return {k: bool(flags[k]) for k in ("uniform", "general", "uniform_racks", "general_claims", "general_racks")}
 
 
 def split_uniform(members: DataFrame, kinds: DataFrame | None = None) -> tuple[DataFrame, DataFrame]:
@@ -88,16 +112,7 @@ def sticky_assignment(
     >>> sticky_assignment(members, partitions, cooperative=True)  # doctest: +SKIP
     """
     kinds = _group_kinds(members)
-    # which paths have groups, whether the general groups claim anything, and where
-    # members have racks: one small job that lets the general path's driver-side rounds
-    # (and the uniform path's jobs, and the rack steps) be skipped when no group needs them
-    u, g = F.col("_uniform"), ~F.col("_uniform")
-    paths = one_row(kinds.agg(  # one row of flags, never the groups (bool_or of no rows: None)
-        F.bool_or(u).alias("uniform"), F.bool_or(g).alias("general"),
-        F.bool_or(u & F.col("_racks")).alias("uniform_racks"),
-        F.bool_or(g & F.col("_claims")).alias("general_claims"),
-        F.bool_or(g & F.col("_racks")).alias("general_racks"),
-    ))
+    paths = _paths(kinds)
     uniform, general = split_uniform(members, kinds)
     result = None
     if paths["uniform"] or not paths["general"]:  # no groups at all: the uniform path's empty result

@@ -1,0 +1,305 @@
+"""The phases of a replay step (:mod:`.replay`), and the state they hand on.
+
+Each phase is a DataFrame transformation over every group of the step at once:
+
+1. :func:`_update_metadata`: topics grow, lags change;
+2. :func:`_carry_ownership`: owners no longer in the group depart (a static member's
+   replacement inherits), and under delayed resolution returning members take their
+   partitions back while expired deadlines release them;
+3. :func:`_rebalance_flags`: which groups rebalance (their events call for it, or
+   departures and released partitions do);
+4. :func:`_rebalance_step`: one :func:`~spark_assign.rebalance.rebalance` over those
+   groups (topics scoped by group, so that every group has its own metadata), whose
+   rounds become the step's generations.
+
+The step loop (:func:`.replay.replay`) and the batched replay (:mod:`.batched`) run them.
+
+>>> scoped = scoped_partitions(state.meta)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, Row
+from pyspark.sql import functions as F
+
+from ..frames import GROUP as _G
+from ..frames import one_row, per_group, union_all
+from ..inputs import OWNED_TYPE
+from ..lineage import in_small_call, materialize_state, stored_rows
+from ..rebalance import rebalance
+
+#: separates the group from the topic in group-scoped topic names
+SCOPE = "\u001f"
+
+
+def scope(col: Column | str = "topic") -> Column:
+    """``group_id`` + :data:`SCOPE` + the topic: one group's own copy of a topic."""
+    c = F.col(col) if isinstance(col, str) else col
+    return F.concat(F.col(_G), F.lit(SCOPE), c)
+
+
+def scoped_partitions(meta: DataFrame) -> DataFrame:
+    """Every partition of ``meta`` (``group_id, topic, partitions``) as ``topic, partition``,
+    the topic group-scoped (:func:`scope`): the metadata of a rebalance over those groups."""
+    return meta.select(
+        _G, "topic", F.explode(F.sequence(F.lit(0), F.col("partitions") - 1)).alias("partition")
+    ).where(F.col("partition") >= 0).select(scope("topic").alias("topic"), F.col("partition").cast("int"))
+
+
+def unscope(col: Column | str = "topic") -> Column:
+    """The topic of a group-scoped topic name."""
+    c = F.col(col) if isinstance(col, str) else col
+    return F.substring_index(c, SCOPE, -1)
+
+
+@dataclass
+class ReplayState:
+    """What one step hands to the next, each part materialized:
+
+    * ``meta``: ``group_id, topic, partitions`` (each group's topics and their sizes);
+    * ``lags``: ``group_id, topic, partition, lag``, or None without lags;
+    * ``owned``: ``group_id, member_id, group_instance_id, topic, partition``;
+    * ``held``: partitions of departed members held out until ``deadline`` (delayed resolution);
+    * ``groups``: ``group_id, generation, protocol`` of each group's last rebalance.
+    """
+
+    meta: DataFrame
+    lags: DataFrame | None
+    owned: DataFrame
+    held: DataFrame
+    groups: DataFrame
+
+
+@dataclass
+class Step:
+    """Step ``k``: its per-step flags (any group growing a topic, changing lags, called to
+    rebalance by its events, every group called to; None without such groups), the
+    groups with an event at it (``groups``: one row per group, with its time and
+    settings), their events and rosters."""
+
+    k: int
+    flags: Row | None
+    groups: DataFrame
+    events: DataFrame
+    roster: DataFrame
+
+
+@dataclass
+class ReplayOutputs:
+    """Per step, what the replay returns: generations, step stats, revocations and (to
+    record) the rounds' assignment rows."""
+
+    generations: list[DataFrame] = field(default_factory=list)
+    steps: list[DataFrame] = field(default_factory=list)
+    revocations: list[DataFrame] = field(default_factory=list)
+    rows: list[DataFrame] = field(default_factory=list)
+    #: per list, how many of its last frames are lazy plans (a small replay's, :func:`_add_step_output`)
+    lazy: dict[str, int] = field(default_factory=dict)
+
+
+#: a small replay stores its per-step outputs this many steps at a time (one action each time)
+STEPS_PER_STORE = 10
+
+
+def _add_step_output(out: ReplayOutputs, name: str, df: DataFrame) -> None:
+    """Append a step's row per group (its generations, its stats) to ``out.<name>``: stored
+    now, or in a small replay left a lazy plan over the step's stored state, stored
+    :data:`STEPS_PER_STORE` steps at a time by one action (each stored step was a Spark
+    job; a step's plan reads only stored frames, so it never grows with the steps, and
+    the lazy ones keep at most that many steps' state alive)."""
+    frames = getattr(out, name)
+    if not in_small_call():
+        frames.append(materialize_state(df))
+        return
+    frames.append(df)
+    out.lazy[name] = out.lazy.get(name, 0) + 1
+    if out.lazy[name] >= STEPS_PER_STORE:
+        _store_lazy_outputs(out, name)
+
+
+def _store_lazy_outputs(out: ReplayOutputs, name: str) -> None:
+    """``out.<name>``'s lazy frames (:func:`_add_step_output`) stored as one."""
+    frames, n = getattr(out, name), out.lazy.get(name, 0)
+    if n:
+        frames[-n:] = [materialize_state(union_all(frames[-n:]))]
+        out.lazy[name] = 0
+
+
+def _update_metadata(state: ReplayState, step: Step) -> None:
+    """Phase 1: topics grow (``partitions_added``) and lags change (``lag_change``)."""
+    if step.flags is not None and step.flags.grow:
+        grown = step.events.where(F.col("kind") == "partitions_added").groupBy(_G, "topic").agg(
+            F.max("partitions").alias("_new"))
+        state.meta = materialize_state(
+            state.meta.join(grown, [_G, "topic"], "full_outer")
+            .select(_G, "topic", F.greatest(F.coalesce("partitions", F.lit(0)), F.coalesce("_new", F.lit(0)))
+                    .cast("int").alias("partitions")))
+    if step.flags is not None and step.flags.lag:
+        expanded = _lag_rows(step.events.where(F.col("kind") == "lag_change"), state.meta)
+        base = state.lags if state.lags is not None else expanded.limit(0)
+        state.lags = materialize_state(
+            base.join(expanded.select(_G, "topic", "partition"), [_G, "topic", "partition"], "left_anti")
+            .unionByName(expanded))
+
+
+def _carry_ownership(state: ReplayState, step: Step, dep_kinds: DataFrame,
+                     any_delay: bool) -> tuple[DataFrame, DataFrame, DataFrame]:
+    """Phase 2: owners no longer in the group depart (a static member's replacement
+    inherits); under delayed resolution, returning members take their partitions back,
+    the departed ones are held until their deadline, and expired deadlines release them.
+    Returns ``(owned now, departed, released)``, lazy plans over the stored state (the
+    departed partitions stored by their first reader)."""
+    sk, roster = step.groups, step.roster
+    ok = state.owned.join(per_group(sk.select(_G)), _G, "left_semi")
+    in_roster = roster.select(_G, "member_id")
+    stay = ok.join(in_roster, [_G, "member_id"], "left_semi")
+    gone = ok.join(in_roster, [_G, "member_id"], "left_anti")
+    heirs = roster.where(F.col("group_instance_id").isNotNull()).select(
+        _G, F.col("member_id").alias("_heir"), F.col("group_instance_id").alias("_hiid"))
+    inherited = gone.join(heirs, [_G]).where(F.col("group_instance_id") == F.col("_hiid")).select(
+        _G, F.col("_heir").alias("member_id"), F.col("_hiid").alias("group_instance_id"), "topic", "partition")
+    departed = gone.join(inherited.select(_G, "topic", "partition"), [_G, "topic", "partition"], "left_anti")
+    departed = departed.join(dep_kinds.where(F.col("step") == step.k).drop("step"), [_G, "member_id"], "left")
+    # read by the held state, the flags and the rebalance: stored by the first of them
+    departed = materialize_state(departed, eager=False)
+    # delayed resolution: returns take their partitions back, deadlines release them
+    at_delay = per_group(sk.select(_G, "at", "_delay"))
+    hk = state.held.join(at_delay, _G)
+    back = hk.join(roster.select(_G, F.col("member_id").alias("_rm"), F.col("group_instance_id").alias("_riid")),
+                   [_G]).where((F.col("_rm") == F.col("member_id")) | (F.col("_riid") == F.col("group_instance_id")))
+    back = back.select(_G, F.col("_rm").alias("member_id"), F.col("_riid").alias("group_instance_id"),
+                       "topic", "partition").dropDuplicates([_G, "topic", "partition"])
+    hk_rest = hk.join(back.select(_G, "topic", "partition"), [_G, "topic", "partition"], "left_anti")
+    released = hk_rest.where(F.col("deadline") <= F.col("at"))
+    if any_delay:
+        new_held = (
+            hk_rest.where(F.col("deadline") > F.col("at")).select(state.held.columns)
+            .unionByName(departed.join(at_delay, _G).where(F.col("_delay") > 0).select(
+                _G, "member_id", "group_instance_id", "topic", "partition",
+                (F.col("at") + F.col("_delay")).alias("deadline")))
+        )
+        state.held = materialize_state(state.held.join(per_group(sk.select(_G)), _G, "left_anti").unionByName(new_held))
+    # a lazy plan over stored state, read by the rebalance's members and by the stored owned state
+    return stay.unionByName(inherited).unionByName(back), departed, released
+
+
+def _rebalance_flags(step: Step, departed: DataFrame, released: DataFrame) -> DataFrame:
+    """Phase 3: per group of the step, whether it rebalances: its events call for it, or
+    partitions were released or departed (stored by the first action that reads it). When
+    the events of every group of the step call for one, the step's groups (a plan over
+    stored rows, nothing to look up)."""
+    columns = (_G, "at", "step", "kinds", "rebalanced", "_rule", "_gp", "_hb", "_strategy")
+    if step.flags is not None and step.flags.all_trigger:  # nothing to look up
+        return step.groups.withColumn("rebalanced", F.lit(True)).select(*columns)
+    rel = released.select(_G).distinct().withColumn("_rel", F.lit(True))
+    dep = departed.select(_G).distinct().withColumn("_dep", F.lit(True))
+    flags = step.groups.join(per_group(rel), _G, "left").join(per_group(dep), _G, "left").withColumn(
+        "rebalanced", F.col("triggers") | F.col("_rel").isNotNull() | F.col("_dep").isNotNull())
+    return materialize_state(flags.select(*columns), eager=False)
+
+
+def _any_rebalanced(flags: DataFrame) -> bool:
+    """Whether some group of the step rebalances (:func:`_rebalance_flags`): one action, or
+    none in a small replay, whose flags are on the driver once stored."""
+    rows = stored_rows(flags)
+    if rows is not None:
+        return any(rows["rebalanced"].to_pylist())
+    return bool(one_row(flags.agg(F.bool_or("rebalanced")))[0])
+
+
+def _rebalance_step(state: ReplayState, step: Step, flags: DataFrame, rb_groups: DataFrame, owned_now: DataFrame,
+                    departed: DataFrame, out: ReplayOutputs, *, protocol_rule: str, max_rounds: int,
+                    keep_rows: bool, options: dict[str, Any], strategy: str | None = None) -> DataFrame:
+    """Phase 4: one rebalance over the step's rebalancing groups, topics scoped by group.
+    Appends the rounds to ``out``, updates ``state.groups``; returns the groups' new
+    owned rows (``group_id, member_id, group_instance_id, topic, partition``).
+    ``strategy``: the one assignor every group runs, when the caller knows it."""
+    members = _members_for(step.roster.join(rb_groups, _G, "left_semi"), owned_now, state.groups, flags)
+    scoped_meta = state.meta.join(rb_groups, _G, "left_semi")
+    scoped_parts = scoped_partitions(scoped_meta)
+    unavailable = state.held.join(rb_groups, _G, "left_semi").select(scope("topic").alias("topic"), "partition")
+    scoped_lags = (state.lags.join(rb_groups, _G, "left_semi").select(_G, scope("topic").alias("topic"),
+                                                                      "partition", "lag")
+                   if state.lags is not None else None)
+    dep_rows = departed.join(rb_groups, _G, "left_semi").select(
+        _G, "member_id", scope("topic").alias("topic"), "partition", "kind")
+    r = rebalance(members, scoped_parts, lags=scoped_lags, protocol_rule=protocol_rule, max_rounds=max_rounds,
+                  unavailable=unavailable, departed=dep_rows, validate=False, strategy=strategy, **options)
+    last = r.summary.groupBy(_G).agg(F.max_by(F.struct("generation", "protocol"), "round").alias("_l"))
+    state.groups = materialize_state(state.groups.join(per_group(last.select(_G)), _G, "left_anti").unionByName(
+        last.select(_G, F.col("_l.generation").alias("generation"), F.col("_l.protocol").alias("protocol"))))
+    # a consumer group's hand-over comes one heartbeat after its group epoch
+    at = F.col("at") + F.when(F.col("_gp") == "consumer", (F.col("round") - 1) * F.col("_hb")).otherwise(0)
+    _add_step_output(out, "generations", r.summary.join(
+        per_group(flags.select(_G, "at", "step", "kinds", "_gp", "_hb")), _G).select(
+        _G, "generation", "round", "step", F.timestamp_millis(at).alias("at"),
+        F.col("kinds").alias("event_kinds"), F.col("assignor").alias("strategy"), "protocol", "members",
+        "assigned", (F.col("pending") + F.col("unavailable")).alias("unassigned"), "moved", "revoked", "lost"))
+    # a step's revocations and rows grow with its partitions: stored by the session's policy
+    # even in a small replay, so that the driver never holds every step's (the generations
+    # and step stats above are a row per group and round)
+    out.revocations.append(materialize_state(r.revocations.withColumn("topic", unscope("topic")), accumulates=True))
+    if keep_rows:  # the rounds' rows with the lags of the step, recorded at the end
+        rows = r.assignments.select(_G, "generation", "member_id", "topic", "partition")
+        if scoped_lags is not None:
+            rows = rows.join(scoped_lags, [_G, "topic", "partition"], "left")
+        else:
+            rows = rows.withColumn("lag", F.lit(None).cast("long"))
+        out.rows.append(materialize_state(rows.withColumn("topic", unscope("topic")), accumulates=True))
+    return r.final.join(step.roster.select(_G, "member_id", "group_instance_id"), [_G, "member_id"]).select(
+        _G, "member_id", "group_instance_id", unscope("topic").alias("topic"), "partition")
+
+
+def _lag_rows(lag_ev: DataFrame, meta: DataFrame) -> DataFrame:
+    """lag_change events as ``group_id, topic, partition, lag`` (a null partition: all)."""
+    j = lag_ev.select(_G, "topic", "partition", "lag").join(meta, [_G, "topic"], "left")
+    return j.select(
+        _G, "topic",
+        F.explode(F.when(F.col("partition").isNotNull(), F.array(F.col("partition")))
+                  .otherwise(F.sequence(F.lit(0), F.greatest(F.col("partitions") - 1, F.lit(0))))).alias("partition"),
+        "lag",
+    ).select(_G, "topic", F.col("partition").cast("int"), F.col("lag").cast("long")).dropDuplicates([_G, "topic", "partition"])
+
+
+def _members_for(roster: DataFrame, owned: DataFrame, group_state: DataFrame, flags: DataFrame) -> DataFrame:
+    """The members of a rebalance, in the input contract, with group-scoped topics."""
+    o = owned.groupBy(_G, "member_id").agg(F.array_sort(F.collect_list(
+        F.struct(scope("topic").alias("topic"), F.col("partition").cast("int").alias("partition")))).alias("_o"))
+    return (
+        roster.join(o, [_G, "member_id"], "left").join(per_group(group_state), _G, "left")
+        .join(per_group(flags.select(_G, F.col("_rule").alias("protocol_rule"), F.col("_gp").alias("group_protocol"),
+                           F.when(F.col("_gp") == "consumer", F.col("_strategy")).alias("remote_assignor"))), _G)
+        .select(
+            _G, "member_id", "group_instance_id", "rack",
+            F.transform(F.coalesce("topics", F.array().cast("array<string>")),
+                        lambda t: F.concat(F.col(_G), F.lit(SCOPE), t)).alias("topics"),
+            F.coalesce("_o", F.array().cast(OWNED_TYPE)).cast(OWNED_TYPE).alias("owned"),
+            # the group's last generation, whoever owns what: the rebalance numbers its
+            # rounds on from it (a group that emptied, or whose members own nothing, too)
+            F.col("generation").cast("int").alias("generation"),
+            "assignors",
+            F.when(F.col("_o").isNotNull(), F.col("protocol")).alias("protocol"),
+            "protocol_rule", "group_protocol", "remote_assignor",
+        )
+    )
+
+
+def _step_stats(flags: DataFrame, roster: DataFrame, meta: DataFrame, owned: DataFrame) -> DataFrame:
+    """Per group of the step: its partitions, the unassigned ones and the idle ones
+    (owned by members away: crashed, or left statically, not yet expired)."""
+    subs = roster.select(_G, F.explode("topics").alias("topic")).distinct().join(meta, [_G, "topic"])
+    total = subs.groupBy(_G).agg(F.sum("partitions").alias("_total"))
+    o = owned.join(per_group(flags.select(_G)), _G, "left_semi").join(subs.select(_G, "topic"), [_G, "topic"], "left_semi")
+    away = roster.where(F.col("status") == "away").select(_G, "member_id")
+    cnt = o.groupBy(_G).agg(F.count("*").alias("_owned"))
+    idle = o.join(away, [_G, "member_id"], "left_semi").groupBy(_G).agg(F.count("*").alias("_idle"))
+    return flags.join(total, _G, "left").join(cnt, _G, "left").join(idle, _G, "left").select(
+        _G, "step", "at", "kinds", "rebalanced",
+        F.coalesce("_total", F.lit(0)).cast("long").alias("partitions"),
+        (F.coalesce("_total", F.lit(0)) - F.coalesce("_owned", F.lit(0))).cast("long").alias("unassigned"),
+        F.coalesce("_idle", F.lit(0)).cast("long").alias("idle"),
+    )
+
