@@ -14,8 +14,9 @@ JVM stops idle compiler threads). ``settings``: one process runs the sample scen
 which the rebalance opens with ``conf/spark-local.conf``) once to warm up, then with the
 library's small-call settings (A) and with the given ones (B: ``key=value`` added, ``key=``
 left out) in the order A B B A, ``--pairs`` times; it prints each run's time and Spark jobs. ``revs``:
-the scenario with the library of two revisions (a git revision, or ``.`` for the working tree), a
-new process per run (its JVM cold, as a user's is) in the order A B B A, ``--pairs`` times. The figures
+the scenario with the library of two revisions (a git revision, or ``.`` for the working tree; the
+scenario's ``conf/`` and ``data/`` are the working tree's for both), a new process per run (its JVM
+cold, as a user's is), ``--pairs`` runs of each in the order A B B A. The figures
 are copied by hand into ``benchmarks/results/jvm_profile.md``, which ``collect.py`` puts
 into BENCHMARKS.md.
 """
@@ -142,16 +143,16 @@ def revisions_ab(revs: tuple[str, str], pairs: int) -> None:
     """The scenario with the library of revision A and of revision B, alternating (see the module doc)."""
     print(f"Machine: {machine()}")
     with tempfile.TemporaryDirectory() as tmp:
-        roots = []
-        for label, rev in zip("AB", revs):
-            if rev == ".":
-                roots.append(str(ROOT))
-                continue
-            tree = Path(tmp) / f"rev-{label}"
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(tree), rev], check=True)
-            roots.append(str(tree))
+        roots: list[str] = []
         times: dict[str, list[str]] = collections.defaultdict(list)
         try:
+            for label, rev in zip("AB", revs):
+                if rev == ".":
+                    roots.append(str(ROOT))
+                    continue
+                tree = Path(tmp) / f"rev-{label}"
+                subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(tree), rev], check=True)
+                roots.append(str(tree))
             for label in ["A", "B", "B", "A"] * (pairs // 2) + ["A", "B"] * (pairs % 2):
                 work = Path(tmp) / "run"
                 for folder in ("conf", "data"):
@@ -167,7 +168,8 @@ def revisions_ab(revs: tuple[str, str], pairs: int) -> None:
         finally:
             for root in roots:
                 if root != str(ROOT):
-                    subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", root], check=False)
+                    subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", root], check=True)
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "prune"], check=True)
     for label, rev in zip("AB", revs):
         print(f"{label} ({rev}): {', '.join(times[label])}")
 
@@ -182,7 +184,7 @@ def main() -> None:
     ab.add_argument("--pairs", type=int, default=2)
     rv = sub.add_parser("revs", help="the scenario with the library of two revisions, a new process each")
     rv.add_argument("revs", nargs=2, metavar="REV", help='a git revision, or "." for the working tree')
-    rv.add_argument("--pairs", type=int, default=2)
+    rv.add_argument("--pairs", type=int, default=2, help="runs of each revision (2: A B B A)")
     args = parser.parse_args()
     if args.mode == "revs":
         revisions_ab(tuple(args.revs), args.pairs)

@@ -80,7 +80,7 @@ from .recording import (  # noqa: F401  (re-exported: history.record_id, the wri
     record_id,
     write_generations,
 )
-from .storage import DeltaStore, choose_backend, is_path
+from .storage import EMBEDDED, DeltaStore, choose_backend, is_path, pinned
 
 
 class AssignmentHistory(HistoryWriter):
@@ -103,8 +103,10 @@ class AssignmentHistory(HistoryWriter):
 
                 spark = local_session()
         self.spark = spark
-        self.location = location.rstrip("/") if is_path(location) else location
         self.backend = choose_backend(spark, backend)
+        location = location.rstrip("/") if is_path(location) else location
+        # its lock and checks are taken from this process, like its tables' commits (DeltaStore)
+        self.location = pinned(location) if self.backend == EMBEDDED else location
         sep = "/" if is_path(location) else "."
         self.stores = {
             name: DeltaStore(spark, f"{self.location}{sep}{name}", schema, backend=self.backend)

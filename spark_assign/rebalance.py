@@ -114,14 +114,15 @@ class RebalanceResult:
 
 
 
-def _with_extra(members: DataFrame) -> tuple[DataFrame, list[str], DataFrame | None]:
-    """Normalized members plus the input's extra columns (``protocol`` and others).
-    With extra columns the input is read several times (joined back per member and
-    aggregated per group): it is cut from its lineage first, so that a costly lazy input
-    (a simulation step's members) is planned and computed once."""
+def _with_extra(members: DataFrame) -> tuple[DataFrame, list[str], DataFrame | None, bool]:
+    """Normalized members plus the input's extra columns (``protocol`` and others), and
+    whether the input was stored. With extra columns the input is read several times
+    (joined back per member and aggregated per group): it is cut from its lineage first,
+    so that a costly lazy input (a simulation step's members) is planned and computed once."""
     m = normalize_members(members)
     extra = [c for c in members.columns if c not in m.columns]
-    if extra:
+    stored = bool(extra)
+    if stored:
         members = materialize(members, eager=False)
         m = normalize_members(members)
     if "protocol" not in members.columns:
@@ -132,7 +133,7 @@ def _with_extra(members: DataFrame) -> tuple[DataFrame, list[str], DataFrame | N
         extra = [c for c in extra if c != "protocol"]
         m = m.join(extra_df.select(_G, "member_id", "protocol"), [_G, "member_id"], "left")
         extra_df = members.select(_G, "member_id", *extra) if extra else None
-    return m, extra, extra_df
+    return m, extra, extra_df, stored
 
 
 @explains_lost_executors
@@ -267,7 +268,7 @@ def _prepare(members: DataFrame, partitions: DataFrame, *, protocol_rule: str, s
              history: Any, validate: bool, group_protocol: str, rejoined: DataFrame | None) -> Prepared:
     """Selection, protocols, the owner of each partition before the rebalance and the
     generation numbering: everything the rounds share (one action: the assignors to run)."""
-    m, extra, extra_df = _with_extra(members)
+    m, extra, extra_df, stored = _with_extra(members)
     p = normalize_partitions(partitions)
     if strategy is not None:
         m = m.withColumn("assignors", F.array(F.lit(strategy_name(strategy))))
@@ -278,7 +279,7 @@ def _prepare(members: DataFrame, partitions: DataFrame, *, protocol_rule: str, s
     # ownership carried from the history) is computed once. In a small call whose input
     # :func:`_with_extra` stored already, it is a short plan over that local relation: a
     # second one would cost an action and save nothing
-    if not (extra and in_small_call()):
+    if not (stored and in_small_call()):
         m = materialize_state(m, eager=False)
     if validate:
         validate_inputs(m, p, common_assignor=True)  # one action for both checks
@@ -308,7 +309,8 @@ def _prepare(members: DataFrame, partitions: DataFrame, *, protocol_rule: str, s
         (F.col("assignor") == "cooperative-sticky") & (F.col("_gproto") == EAGER), F.lit("sticky")
     ).otherwise(F.col("assignor")))
     m = mark_consumer_groups(m)  # they run the broker's assignor and reconcile towards its target
-    # stored by the action that lists the assignors to run (no action of its own)
+    # stored by the action that lists the assignors to run (no action of its own; in a small
+    # call the store is the action, and the runs are read off its rows)
     m = materialize_state(m, eager=False)
     if small_call_undecided(m.sparkSession):
         # the same action bounds the call's sizes: per assignor, subscriptions + groups x partitions
@@ -323,7 +325,7 @@ def _prepare(members: DataFrame, partitions: DataFrame, *, protocol_rule: str, s
     # every round's assignors read the partitions many times: in a small call they are stored
     # once here, and the rounds read them (and the members) without storing them again
     # (:func:`~spark_assign.rebalance_round.run_round`)
-    small = in_small_call()
+    small = in_small_call() and bool(runs)  # no runs (no members): nothing reads them
     full_p = p = materialize(p) if small else p
     if unavailable is not None:  # the partitions this rebalance hands out
         p = full_p.join(unavailable.select(*_TP), _TP, "left_anti")

@@ -136,7 +136,8 @@ def run_round(prep: Prepared, state: DataFrame, rnd: int, runs: list[str], prev_
     """Round ``rnd`` over the groups of ``state`` (with ``_gen``, the round's generation):
     the assignment (one distributed call per assignor in ``runs``, the sticky family's in
     one: :func:`sticky_runs`), the revocations (``departed``: added to them, in the first
-    round) and the summary (one action, which also lists the runs still pending)."""
+    round) and the summary (one action, which also lists the runs still pending; in a small
+    call the summary's store, whose rows give them)."""
     p = prep.partitions
     # in a small call the members (``state``) and the partitions are local relations
     # (:func:`~spark_assign.rebalance._prepare`): the assignors read short plans over them,
@@ -189,7 +190,8 @@ def run_round(prep: Prepared, state: DataFrame, rnd: int, runs: list[str], prev_
     if rows is None:
         pending = one_row(s.agg(F.collect_set(F.when(F.col("pending") > 0, F.col("_run")))))[0]
     else:
-        pending = {run for run, n in zip(rows["_run"].to_pylist(), rows["pending"].to_pylist()) if n > 0}
+        pending = {run for run, n in zip(rows["_run"].to_pylist(), rows["pending"].to_pylist())
+                   if n is not None and n > 0 and run is not None}
     return Round(assignment=a, revocations=rev, summary=s, pending_runs=sorted(pending))
 
 

@@ -162,9 +162,11 @@ class DeltaStore:
 
     def __init__(self, spark: SparkSession, location: str, schema: T.StructType, *, backend: str | None = None):
         self.spark = spark
-        # a relative folder is the one it names now, for Spark's reads and writes and the
-        # Delta log's alike (a later ``os.chdir`` moves neither)
-        self.location = pinned(location)
+        # the embedded backend writes with Spark (relative paths from its JVM's working
+        # directory) and commits from Python (from this process's): a relative folder is
+        # the one it names now for both (a later ``os.chdir`` moves neither). Spark's own
+        # Delta resolves every path in Spark, which may be a remote Connect server
+        self.location = pinned(location) if self.backend == EMBEDDED else location
         self.schema = schema
         self.by_path = is_path(location)
         if not self.by_path and self.backend != SPARK_DELTA:

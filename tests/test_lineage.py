@@ -229,3 +229,27 @@ def test_assign_decides_in_its_validation_and_gives_the_same_rows(spark, strateg
     # every partition of both groups once (no owned partition moves, so cooperative withholds nothing)
     assert sorted((r.group_id, r.topic, r.partition) for r in small_rows) == [
         (g, t, p) for g in ("g1", "g2") for t in ("t0", "t1") for p in range(4)]
+
+
+@pytest.mark.parametrize("kinds", [
+    [],
+    [("g1", True, False, False)],
+    [("g1", True, True, True), ("g2", False, False, True)],
+    [("g1", None, True, True), ("g2", False, True, False), ("g3", True, None, None)],
+])
+def test_flags_read_off_stored_rows_equal_the_aggregation(spark, kinds):
+    # a small call reads the sticky assignment's path flags off the rows it stored; any
+    # other call aggregates them in Spark: the same flags, nulls and no rows included
+    from spark_assign.strategies.sticky import _paths
+
+    df = spark.createDataFrame(kinds, "group_id string, _uniform boolean, _racks boolean, _claims boolean")
+
+    @small_call_scope
+    def from_stored_rows():
+        decide_small_call(spark, lambda: 1)
+        stored = materialize(df)
+        assert stored_rows(stored) is not None
+        return _paths(stored)
+
+    assert stored_rows(df) is None
+    assert from_stored_rows() == _paths(df)

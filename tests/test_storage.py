@@ -12,6 +12,7 @@ from deltalake import DeltaTable
 from pyspark.sql import types as T
 
 from spark_assign.errors import HistoryError, InvalidInputError
+from spark_assign.history import AssignmentHistory
 from spark_assign.inputs import normalize_members, normalize_partitions
 from spark_assign.storage import (
     EMBEDDED,
@@ -87,6 +88,10 @@ def test_relative_location_is_where_it_was_opened(spark, tmp_path, monkeypatch):
     assert store.location == str(tmp_path / "rel" / "t")
     df = spark.sql("SELECT 'g' AS group_id, 1 AS generation, 7L AS lag, TIMESTAMP'2026-01-02 03:04:05' AS at")
     assert store.append(df, app_id="app-1") is True
+    history = AssignmentHistory("out/history", spark)  # its lock and checks, and its tables, in one folder
+    assert history.location == str(tmp_path / "out" / "history")
+    assert {s.location for s in history.stores.values()} == {str(tmp_path / "out" / "history" / n)
+                                                              for n in history.stores}
     monkeypatch.chdir(ROOT)  # a later chdir moves nothing either
     assert DeltaTable(str(tmp_path / "rel" / "t")).to_pyarrow_table().num_rows == 1
     assert_df_equality(store.read(), df, ignore_nullable=True)

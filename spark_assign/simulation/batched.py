@@ -15,7 +15,7 @@ distributed computation over *(group, step)* pairs, each pair a group of its own
 2. each step's owned partitions (the previous step's assignment, carried as the step
    loop carries it: members gone depart, a static member's replacement inherits) and
    its group's last generation (a window over the steps), then the step loop's own phases
-   (:mod:`.replay`) once over every pair: one :func:`~spark_assign.rebalance.rebalance`
+   (:mod:`.phases`) once over every pair: one :func:`~spark_assign.rebalance.rebalance`
    gives every step's generation, moves, revocations and rows.
 
 Both ways give the same tables (``tests/test_simulate_batched.py``); this way pays a

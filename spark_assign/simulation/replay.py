@@ -6,7 +6,7 @@ of :mod:`.phases`: metadata changes, ownership carried over (departures, delayed
 resolution), which groups rebalance, and one :func:`~spark_assign.rebalance.rebalance`
 over those groups, whose rounds become the step's generations.
 
-The driver loops over steps, never over groups; :class:`ReplayState` is what one step
+The driver loops over steps, never over groups; :class:`~.phases.ReplayState` is what one step
 hands to the next, each part materialized so that its plan stays small. When no step
 depends on the one before (stateless assignors, every step a rebalance by its events),
 the same phases run once over all steps instead (:mod:`.batched`).
@@ -32,6 +32,7 @@ from ..inputs import normalize_partitions
 from ..lineage import decide_small_call, materialize_state, small_call_scope
 from ..options import strategy_options
 from .analytics import SIMULATION_SCHEMA
+from .batched import batchable, replay_batched, stateless_column
 from .events import (
     check_rosters_agree,
     departure_kinds,
@@ -113,8 +114,6 @@ def replay(events: DataFrame, partitions: DataFrame, *, strategy, protocol_rule,
     """:func:`~spark_assign.simulate` without the recording: the result, and (``keep_rows``)
     every recorded generation's assignment rows with their lags (None when nothing rebalanced).
     ``batch=False``: the step loop even where all steps could run at once (:mod:`.batched`)."""
-    from .batched import batchable, replay_batched, stateless_column  # it runs this module's phases
-
     options = all_options(strategy, options)  # an unknown option fails before the replay starts
     spark = events.sparkSession
     e = normalize_events(events)
@@ -182,7 +181,8 @@ def replay(events: DataFrame, partitions: DataFrame, *, strategy, protocol_rule,
         rb_groups = per_group(flags.where("rebalanced").select(_G))
         new_owned = owned_now.join(rb_groups, _G, "left_anti")
         # a step whose events call for a rebalance has groups to rebalance; otherwise only
-        # departures or released partitions may call for one (that action stores the flags)
+        # departures or released partitions may call for one (that action stores the flags;
+        # a small replay reads them off the stored rows)
         if (step.flags is not None and step.flags.triggers) or _any_rebalanced(flags):
             new_owned = new_owned.unionByName(_rebalance_step(
                 state, step, flags, rb_groups, owned_now, departed, out, protocol_rule=protocol_rule,
