@@ -60,6 +60,17 @@ print(f"RESULT code={{code}} wall={{wall:.1f}} jobs={{jobs}} jvm={{total:.1f}} j
 """
 
 
+def copy_inputs(dest: Path) -> None:
+    """The checkout's ``conf/`` and ``data/`` copied under ``dest``: every run starts from them."""
+    for folder in ("conf", "data"):
+        shutil.copytree(ROOT / folder, dest / folder)
+
+
+def alternating(runs: int) -> list[str]:
+    """``runs`` labels of each of A and B in the order A B B A (then A B for an odd number)."""
+    return ["A", "B", "B", "A"] * (runs // 2) + ["A", "B"] * (runs % 2)
+
+
 def jvm_variants(variants: list[str]) -> None:
     """Each variant's quick start in a new process (see the module doc)."""
     print(f"Machine: {machine()}\n")
@@ -67,8 +78,7 @@ def jvm_variants(variants: list[str]) -> None:
           "|---|---|---|---|---|")
     for options in variants:
         with tempfile.TemporaryDirectory() as tmp:
-            for folder in ("conf", "data"):
-                shutil.copytree(ROOT / folder, Path(tmp) / folder)
+            copy_inputs(Path(tmp))
             if options:
                 with open(Path(tmp) / "conf" / "spark-local.conf", "a") as fh:
                     fh.write(f"\nspark.driver.extraJavaOptions {options}\n")
@@ -99,12 +109,11 @@ def settings_ab(extra: dict[str, str], pairs: int) -> None:
     base = dict(lineage.SMALL_CALL_SETTINGS)
     work = tempfile.TemporaryDirectory()
     os.chdir(work.name)  # before Spark starts: its JVM resolves the scenario's relative paths from its own
-    for folder in ("conf", "data"):
-        shutil.copytree(ROOT / folder, folder)
+    copy_inputs(Path(work.name))
     spark = local_session("spark-assign-simulate")  # the session the job opens itself, opened first to count jobs
     times: dict[str, list[float]] = collections.defaultdict(list)
     jobs: dict[str, list[int]] = collections.defaultdict(list)
-    for label in ["warm-up"] + ["A", "B", "B", "A"] * (pairs // 2) + ["A", "B"] * (pairs % 2):
+    for label in ["warm-up"] + alternating(pairs):
         lineage.SMALL_CALL_SETTINGS.clear()
         chosen = {**base, **(extra if label == "B" else {})}
         lineage.SMALL_CALL_SETTINGS.update({k: v for k, v in chosen.items() if v != ""})
@@ -153,10 +162,9 @@ def revisions_ab(revs: tuple[str, str], pairs: int) -> None:
                 tree = Path(tmp) / f"rev-{label}"
                 subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(tree), rev], check=True)
                 roots.append(str(tree))
-            for label in ["A", "B", "B", "A"] * (pairs // 2) + ["A", "B"] * (pairs % 2):
+            for label in alternating(pairs):
                 work = Path(tmp) / "run"
-                for folder in ("conf", "data"):
-                    shutil.copytree(ROOT / folder, work / folder)
+                copy_inputs(work)
                 child = SCENARIO.format(root=roots["AB".index(label)])
                 done = subprocess.run([sys.executable, "-c", child], cwd=work, capture_output=True, text=True)
                 shutil.rmtree(work)
