@@ -11,6 +11,7 @@ from pyspark.sql import DataFrame
 from .errors import InvalidOptionError, UnknownStrategyError
 from .inputs import (
     ASSIGNMENT_COLUMNS,
+    decide_small_inputs,
     normalize_members,
     normalize_partitions,
     validate_inputs,
@@ -147,8 +148,9 @@ def assign(
     strategies use their inputs many times, and inputs built from earlier assignments (follow-up rounds,
     simulations) would otherwise carry ever deeper plans that Spark re-analyzes
     at every step. A validated call whose inputs are small (``spark.assign.smallCallRows``,
-    :mod:`spark_assign.lineage`) keeps what it materializes on the driver and runs
-    interpreted: the validation's action decides it. Strategy options (``rack_aware=``, ...) are the ones the strategy
+    :mod:`spark_assign.lineage`) keeps its inputs and what it materializes on the driver and
+    runs interpreted: a limited read of each input, before anything else, decides it
+    (:func:`~spark_assign.inputs.decide_small_inputs`). Strategy options (``rack_aware=``, ...) are the ones the strategy
     declares (:mod:`spark_assign.options`); an unknown or ill-typed one raises
     :class:`~spark_assign.errors.InvalidOptionError`.
 
@@ -169,14 +171,14 @@ def assign(
     options = check_options(canonical, options)
     fn = strategy_function(strategy)
     m, p = normalize_members(members), normalize_partitions(partitions)
-    if checkpoint:
+    if validate and small_call_undecided(m.sparkSession):
+        # read first, a limited read each: a small call keeps its inputs on the driver from
+        # here on (a call inside another keeps the outer call's decision)
+        m, p = decide_small_inputs(m, p)
+    if checkpoint and not in_small_call():
         # lazy: the lineage is cut now (no job); the first action that reads an input stores it
         m, p = materialize(m, eager=False), materialize(p, eager=False)
-    # the validated partitions' per-topic sizes: strategies that need them reuse them. The
-    # same action decides whether the call is small (a call inside another keeps its decision)
-    deciding = validate and small_call_undecided(m.sparkSession)
-    sizes = validate_inputs(m, p, decide_small=deciding) if validate else None
-    if deciding and checkpoint and in_small_call():  # the stored inputs, on the driver
-        m, p = materialize(m), materialize(p)
+    # the validated partitions' per-topic sizes: strategies that need them reuse them
+    sizes = validate_inputs(m, p) if validate else None
     result = fn(m, p, lags=lags, validate=validate, topic_sizes=sizes, **options)
     return result.select(*ASSIGNMENT_COLUMNS)

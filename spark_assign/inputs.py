@@ -26,9 +26,7 @@ offending rows.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
-from pyspark.sql import Column, DataFrame, Row
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -40,7 +38,15 @@ from .errors import (
     raise_if_rows,
 )
 from .frames import one_row
-from .lineage import decide_small_call, materialize
+from .lineage import (
+    decide_small_call,
+    in_small_call,
+    local_relation,
+    materialize,
+    relation_of,
+    rows_within,
+    small_call_rows,
+)
 
 TOPIC_PARTITION = T.StructType(
     [T.StructField("topic", T.StringType()), T.StructField("partition", T.IntegerType())]
@@ -269,55 +275,61 @@ def _partition_problems(partitions: DataFrame, repeating: DataFrame) -> DataFram
     return bad.unionByName(dupes)
 
 
-def call_size_columns() -> list[Column]:
-    """The aggregates over normalized members that size a call for
-    :func:`~spark_assign.lineage.decide_small_call`: ``_subscriptions`` (the members'
-    topics) and ``_groups`` (an approximate count: one aggregation, as a distinct is).
-    Rows with these and ``_partitions`` give :func:`call_size_bound`.
+def decide_small_inputs(members: DataFrame, partitions: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """Decide whether the call in progress is small (:func:`~spark_assign.lineage.decide_small_call`)
+    from its normalized inputs, read before anything else with limited reads
+    (:func:`~spark_assign.lineage.rows_within`): each member's group and number of topics (at
+    most ``spark.assign.smallCallRows`` members), then as many partitions as the call's bound
+    leaves room for (the rows its state can reach: subscriptions plus groups times partitions,
+    an estimate for the threshold). A small call then reads its members whole and gets both
+    inputs back as local relations, so that its validation and its strategy run over
+    one-partition relations from the start; any other call gets them back as they were,
+    having read no owned list (a large call's can be millions of claims).
 
-    >>> members.agg(*call_size_columns())  # doctest: +SKIP
+    >>> members, partitions = decide_small_inputs(normalize_members(members), normalize_partitions(partitions))  # doctest: +SKIP
     """
-    return [F.sum(F.size("topics")).alias("_subscriptions"), F.approx_count_distinct("group_id").alias("_groups")]
+    import pyarrow.compute as pc
+
+    spark = members.sparkSession
+    limit = small_call_rows(spark)
+    sizes = rows_within(members.select(
+        "group_id", F.greatest(F.coalesce(F.size("topics"), F.lit(0)), F.lit(0)).alias("topics")), limit)
+    p_rows, bound = None, limit + 1
+    if sizes is not None:
+        subscribed = int(pc.sum(sizes["topics"]).as_py() or 0)
+        groups = int(pc.count_distinct(sizes["group_id"]).as_py())
+        if not groups:  # no members: nothing reads the partitions, whatever their number
+            bound = subscribed
+        elif (p_rows := rows_within(partitions, (limit - subscribed) // groups)) is not None:
+            bound = subscribed + groups * p_rows.num_rows
+    if not decide_small_call(spark, lambda: bound):
+        return members, partitions
+    return local_relation(members), partitions if p_rows is None else relation_of(partitions, p_rows)
 
 
-def call_size_bound(rows: Iterable[Row]) -> int:
-    """The rows a call's state can reach, summed over ``rows`` (each with
-    :func:`call_size_columns` and the ``_partitions`` they may meet): subscriptions plus
-    groups times partitions, an estimate for the small-call threshold.
-
-    >>> call_size_bound([Row(_subscriptions=30, _groups=2, _partitions=12)])
-    54
-    """
-    return sum(int(r["_subscriptions"] or 0) + int(r["_groups"] or 0) * int(r["_partitions"] or 0) for r in rows)
-
-
-def validate_inputs(members: DataFrame, partitions: DataFrame, *, common_assignor: bool = False,
-                    decide_small: bool = False) -> DataFrame:
+def validate_inputs(members: DataFrame, partitions: DataFrame, *, common_assignor: bool = False) -> DataFrame:
     """Check normalized members and partitions; raise :class:`InvalidMembersError`
     (:func:`member_problems`) or :class:`InvalidPartitionsError` (a null topic or
     partition, a negative partition, a topic partition listed twice), naming the
-    offending rows. Returns the partitions' :func:`topic_sizes`, materialized (one
-    row per topic), which strategies take as ``topic_sizes=`` instead of counting
-    the partitions again.
+    offending rows. Returns the partitions' :func:`topic_sizes` (one row per topic),
+    which strategies take as ``topic_sizes=`` instead of counting the partitions again.
 
     Valid inputs (the usual case) take one Spark action: the members' checks together
     with the flags of the partitions' per-topic summary, whose last stage that action
     computes and stores (a lazy checkpoint: under adaptive execution the summary's
-    shuffles run when it is defined); the offending rows are looked up only when
+    shuffles run when it is defined; in a small call the summary is a short plan over
+    the stored partitions, not stored again); the offending rows are looked up only when
     there are some. ``common_assignor``: the same action also checks that the members
     of each group share an assignor (:class:`NoCommonAssignorError`, as
     :func:`spark_assign.protocol.check_common_assignor` does) and that there is a member.
-    ``decide_small`` (for a call that has yet to decide,
-    :func:`spark_assign.lineage.small_call_undecided`): the same action also sizes the
-    call, which decides whether it is small (:func:`spark_assign.lineage.decide_small_call`):
-    its subscriptions plus its groups (an approximate count) times all the partitions, an
-    estimate for the threshold.
 
     >>> sizes = validate_inputs(normalize_members(members), normalize_partitions(partitions))  # doctest: +SKIP
     """
     # lazy: the flags aggregation below reads every summary row and stores them (a
     # deterministic aggregation), so the summary costs no action of its own
-    summary = materialize(_topic_summary(partitions), eager=False)
+    summary = _topic_summary(partitions)
+    if not in_small_call():
+        summary = materialize(summary, eager=False)
     flags = member_problems(members).select(F.lit("members").alias("_input")).unionByName(
         summary.where(F.col("_bad") | F.col("_repeats")).select(F.lit("partitions").alias("_input")))
     if common_assignor:  # a rebalance: also its members' common assignor, and at least one member
@@ -325,18 +337,12 @@ def validate_inputs(members: DataFrame, partitions: DataFrame, *, common_assigno
 
         flags = flags.unionByName(disagreements(members).select(F.lit("assignors").alias("_input"))).unionByName(
             members.agg(F.count("*").alias("_n")).where("_n = 0").select(F.lit("empty").alias("_input")))
-    found_df = flags.agg(  # one row of flags, never the rows themselves
+    found = one_row(flags.agg(  # one row of flags, never the rows themselves
         F.bool_or(F.col("_input") == "members").alias("members"),
         F.bool_or(F.col("_input") == "partitions").alias("partitions"),
         F.bool_or(F.col("_input") == "assignors").alias("assignors"),
         F.bool_or(F.col("_input") == "empty").alias("empty"),
-    )
-    if decide_small:  # the same action sizes the call: one-row totals of subscriptions, groups, partitions
-        found_df = found_df.crossJoin(members.agg(*call_size_columns())).crossJoin(
-            summary.agg(F.sum("num_partitions").alias("_partitions")))
-    found = one_row(found_df)
-    if decide_small:
-        decide_small_call(members.sparkSession, lambda: call_size_bound([found]))
+    ))
     if found["empty"]:
         raise InvalidMembersError("no members: expected at least one member row to rebalance, found none")
     if found["members"]:

@@ -178,10 +178,29 @@ def local_relation(df: DataFrame) -> DataFrame:
 
     >>> owned = local_relation(owned)  # doctest: +SKIP
     """
-    rows = df.toArrow()
+    return relation_of(df, df.toArrow())
+
+
+def relation_of(df: DataFrame, rows: Any) -> DataFrame:
+    """A local relation (:func:`local_relation`) of ``rows``, a ``pyarrow.Table`` of
+    ``df``'s rows already collected (:func:`rows_within`): no action of its own."""
     out = df.sparkSession.createDataFrame(rows, schema=df.schema).coalesce(1)
     _STORED_ROWS[out] = rows
     return out
+
+
+def rows_within(df: DataFrame, max_rows: int) -> Any:
+    """``df``'s rows as a ``pyarrow.Table`` when it has at most ``max_rows`` of them, else
+    None: one action, which collects at most ``max_rows + 1`` rows (a call that is not
+    small pays that limited read once, before it decides).
+
+    >>> rows_within(spark.range(3), 5).num_rows, rows_within(spark.range(3), 2)
+    (3, None)
+    """
+    if max_rows < 0:
+        return None
+    rows = df.limit(max_rows + 1).toArrow()
+    return rows if rows.num_rows <= max_rows else None
 
 
 #: the rows of each live local relation (:func:`local_relation`), by the frame it returned
@@ -269,6 +288,7 @@ def decide_small_call(spark: SparkSession, bound_rows: Callable[[], int]) -> boo
     ...     log.info("small call: intermediates kept as local relations")
     """
     if _CALL.get() == _OPEN:
+        materialization(spark)  # its setting is checked by every call, small ones too (they may never checkpoint)
         limit = small_call_rows(spark)
         _CALL.set(_SMALL if limit and bound_rows() <= limit else _LARGE)
         if _CALL.get() == _SMALL:

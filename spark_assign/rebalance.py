@@ -47,8 +47,7 @@ from .frames import TP as _TP
 from .frames import owned_lists, union_all
 from .inputs import (
     OWNED_TYPE,
-    call_size_bound,
-    call_size_columns,
+    decide_small_inputs,
     ignored_claims,
     normalize_members,
     normalize_partitions,
@@ -56,7 +55,6 @@ from .inputs import (
     validate_inputs,
 )
 from .lineage import (
-    decide_small_call,
     explains_lost_executors,
     in_small_call,
     materialize,
@@ -121,8 +119,8 @@ def _with_extra(members: DataFrame) -> tuple[DataFrame, list[str], DataFrame | N
     so that a costly lazy input (a simulation step's members) is planned and computed once."""
     m = normalize_members(members)
     extra = [c for c in members.columns if c not in m.columns]
-    stored = bool(extra)
-    if stored:
+    stored = bool(extra) or stored_rows(members) is not None  # a small call's is a local relation already
+    if stored and stored_rows(members) is None:
         members = materialize(members, eager=False)
         m = normalize_members(members)
     if "protocol" not in members.columns:
@@ -211,6 +209,13 @@ def rebalance(
     run_options = strategy_options(strategy, options)
     if history is not None:
         history.check_writable()  # before any work: a history that cannot take the rounds fails now
+    if small_call_undecided(members.sparkSession):
+        # read first, a limited read each: a small call keeps its inputs on the driver from here
+        # on (members with their extra columns; the types checked first). The members are cut
+        # from their lineage before that read (no action of its own), so that a costly lazy
+        # input (the ownership carried from the history) is computed once whatever the decision
+        normalize_members(members)
+        members, partitions = decide_small_inputs(materialize(members, eager=False), normalize_partitions(partitions))
     if departed is not None:  # read by the owners before the rebalance and by round 1: computed once
         departed = materialize(departed.select(_G, "member_id", *_TP, "kind"), eager=False)
     prep = _prepare(members, partitions, protocol_rule=protocol_rule, strategy=strategy, unavailable=unavailable,
@@ -269,6 +274,7 @@ def _prepare(members: DataFrame, partitions: DataFrame, *, protocol_rule: str, s
     """Selection, protocols, the owner of each partition before the rebalance and the
     generation numbering: everything the rounds share (one action: the assignors to run)."""
     m, extra, extra_df, stored = _with_extra(members)
+    p_stored = stored_rows(partitions) is not None  # a small call's, on the driver already
     p = normalize_partitions(partitions)
     if strategy is not None:
         m = m.withColumn("assignors", F.array(F.lit(strategy_name(strategy))))
@@ -312,13 +318,7 @@ def _prepare(members: DataFrame, partitions: DataFrame, *, protocol_rule: str, s
     # stored by the action that lists the assignors to run (no action of its own; in a small
     # call the store is the action, and the runs are read off its rows)
     m = materialize_state(m, eager=False)
-    if small_call_undecided(m.sparkSession):
-        # the same action bounds the call's sizes: per assignor, subscriptions + groups x partitions
-        per_run = m.groupBy("_run").agg(*call_size_columns()) \
-            .crossJoin(p.agg(F.count("*").alias("_partitions"))).collect()
-        decide_small_call(m.sparkSession, lambda: call_size_bound(per_run))
-        runs = sorted({r._run for r in per_run})  # assignor names, not groups
-    elif (rows := stored_rows(m)) is not None:  # a small call's members are on the driver already
+    if (rows := stored_rows(m)) is not None:  # a small call's members are on the driver already
         runs = sorted(set(rows["_run"].to_pylist()))
     else:
         runs = sorted(r._run for r in m.select("_run").distinct().collect())
@@ -326,7 +326,7 @@ def _prepare(members: DataFrame, partitions: DataFrame, *, protocol_rule: str, s
     # once here, and the rounds read them (and the members) without storing them again
     # (:func:`~spark_assign.rebalance_round.run_round`)
     small = in_small_call() and bool(runs)  # no runs (no members): nothing reads them
-    full_p = p = materialize(p) if small else p
+    full_p = p = materialize(p) if small and not p_stored else p
     if unavailable is not None:  # the partitions this rebalance hands out
         p = full_p.join(unavailable.select(*_TP), _TP, "left_anti")
         p = materialize(p) if small else p

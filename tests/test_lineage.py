@@ -191,9 +191,10 @@ def test_a_small_call_materializes_local_relations(spark):
 
 @pytest.mark.connect
 @pytest.mark.parametrize("strategy", ["range", "sticky", "cooperative-sticky"])
-def test_assign_decides_in_its_validation_and_gives_the_same_rows(spark, strategy, monkeypatch):
+def test_assign_decides_from_its_inputs_rows_and_gives_the_same_rows(spark, strategy, monkeypatch):
     from chispa import assert_df_equality
 
+    import spark_assign.inputs as inputs
     import spark_assign.lineage as lineage
     from spark_assign import assign
 
@@ -203,9 +204,11 @@ def test_assign_decides_in_its_validation_and_gives_the_same_rows(spark, strateg
         "group_id string, member_id string, topics array<string>, "
         "owned array<struct<topic:string,partition:int>>, generation int")
     parts = spark.createDataFrame([(t, p) for t in ("t0", "t1") for p in range(4)], "topic string, partition int")
-    kept_on_driver = []  # the frames a small call materializes as local relations
-    local_relation = lineage.local_relation
-    monkeypatch.setattr(lineage, "local_relation", lambda df: kept_on_driver.append(df) or local_relation(df))
+    kept_on_driver = []  # the frames a small call keeps on the driver: its inputs, then what it materializes
+    relation_of = lineage.relation_of
+    keep = lambda df, rows: kept_on_driver.append(df) or relation_of(df, rows)  # noqa: E731
+    monkeypatch.setattr(lineage, "relation_of", keep)
+    monkeypatch.setattr(inputs, "relation_of", keep)
 
     def call(**kwargs):
         kept_on_driver.clear()
@@ -214,9 +217,10 @@ def test_assign_decides_in_its_validation_and_gives_the_same_rows(spark, strateg
 
     with _setting(spark, None):  # 6 subscriptions + 2 groups x 8 partitions = 22 rows
         small, small_rows = call()
-        # the stored inputs first: the members, then the partitions, on the driver
+        # the inputs first, as read to decide: the members, then the partitions, on the driver
         assert {"member_id", "owned"} <= set(kept_on_driver[0].columns)
         assert kept_on_driver[1].columns[:2] == ["topic", "partition"]
+        assert [stored_rows(df) for df in kept_on_driver[:2]] == [None, None]  # read, not stored again
         assert [spark.conf.get(k, None) for k in SMALL_CALL_SETTINGS] == [None] * len(SMALL_CALL_SETTINGS)
         assert call(validate=False)[0] is False  # no validation: nothing decides
     with _setting(spark, "21"):
