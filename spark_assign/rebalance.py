@@ -119,10 +119,11 @@ def _with_extra(members: DataFrame) -> tuple[DataFrame, list[str], DataFrame | N
     so that a costly lazy input (a simulation step's members) is planned and computed once."""
     m = normalize_members(members)
     extra = [c for c in members.columns if c not in m.columns]
-    stored = bool(extra) or stored_rows(members) is not None  # a small call's is a local relation already
-    if stored and stored_rows(members) is None:
+    on_driver = stored_rows(members) is not None  # a small call's input is a local relation already
+    if extra and not on_driver:
         members = materialize(members, eager=False)
         m = normalize_members(members)
+    stored = bool(extra) or on_driver
     if "protocol" not in members.columns:
         m = m.withColumn("protocol", F.lit(None).cast("string"))
         extra_df = members.select(_G, "member_id", *extra) if extra else None
