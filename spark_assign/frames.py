@@ -10,6 +10,8 @@ from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from .lineage import in_small_call
+
 #: the column every input and output is keyed by first
 GROUP = "group_id"
 #: a partition's key columns
@@ -43,11 +45,13 @@ def per_group(df: DataFrame) -> DataFrame:
     """``df``, a frame of at most one row per group (a step's groups, their flags),
     hinted for broadcast: the other side of a join with it is not shuffled for it (each
     such join saves a shuffle stage, a fixed cost per step whatever the data; 10,000
-    groups of a few columns are well under a megabyte).
+    groups of a few columns are well under a megabyte). Not hinted in a small call
+    (:func:`~spark_assign.lineage.in_small_call`): both sides are one partition there, so
+    the join shuffles nothing, where a broadcast is a Spark job of its own.
 
     >>> owned.join(per_group(step_groups), GROUP, "left_semi")  # doctest: +SKIP
     """
-    return F.broadcast(df)
+    return df if in_small_call() else F.broadcast(df)
 
 
 def one_row(df: DataFrame) -> Row:

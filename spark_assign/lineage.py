@@ -79,14 +79,25 @@ _OUTSIDE, _OPEN, _SMALL, _LARGE = "outside", "open", "small", "large"
 _CALL: ContextVar[str] = ContextVar("spark_assign_small_call", default=_OUTSIDE)
 #: the session setting that keeps the session's own settings in small calls ("false")
 SMALL_CALL_SETTINGS_CONF = "spark.assign.smallCallSettings"
+#: Spark's optimizer rule that moves a semi or anti join below the operators under it,
+#: a single-partition coalesce among them: the join then reads the local relation's own
+#: partitions, and Spark shuffles both of its sides
+PUSH_DOWN_SEMI_JOINS = "org.apache.spark.sql.catalyst.optimizer.PushDownLeftSemiAntiJoin"
+#: the optimizer rules a small call excludes, added to the session's own list
+_EXCLUDED_RULES = "spark.sql.optimizer.excludedRules"
 #: what a small call runs under: Spark's interpreted operators and expressions, no generated
-#: code (its rows are few; compiling its plans' code was most of its time), and no automatic
+#: code (its rows are few; compiling its plans' code was most of its time); no automatic
 #: broadcast joins (its local relations are one partition each: a join of two shuffles nothing,
-#: while each broadcast is a Spark job of its own; the joins the code hints still broadcast)
+#: while each broadcast is a Spark job of its own; the joins the code hints still broadcast);
+#: semi and anti joins kept above a local relation's single-partition coalesce
+#: (:data:`PUSH_DOWN_SEMI_JOINS`); and one shuffle partition, so that a frame it did not store
+#: (several partitions) is shuffled into one, and its local relations are not shuffled to match
 SMALL_CALL_SETTINGS = {
     "spark.sql.codegen.wholeStage": "false",
     "spark.sql.codegen.factoryMode": "NO_CODEGEN",
     "spark.sql.autoBroadcastJoinThreshold": "-1",
+    _EXCLUDED_RULES: PUSH_DOWN_SEMI_JOINS,
+    "spark.sql.shuffle.partitions": "1",
 }
 #: the session whose settings the small call in progress applied (to give back when the
 #: scope that decided ends)
@@ -319,6 +330,8 @@ def _apply_small_call_settings(spark: SparkSession) -> None:
             for key, value in SMALL_CALL_SETTINGS.items():
                 try:
                     before = spark.conf.get(key, None)
+                    if key == _EXCLUDED_RULES and before:  # the session's exclusions stay excluded
+                        value = ",".join(dict.fromkeys([*before.split(","), value]))
                     spark.conf.set(key, value)
                 except Exception:  # a platform that does not let a session change it
                     continue

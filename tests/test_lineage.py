@@ -10,6 +10,7 @@ from pyspark.sql import functions as F
 
 from spark_assign.errors import InvalidOptionError
 from spark_assign.lineage import (
+    PUSH_DOWN_SEMI_JOINS,
     SMALL_CALL_CONF,
     SMALL_CALL_SETTINGS,
     SMALL_CALL_SETTINGS_CONF,
@@ -190,6 +191,43 @@ def test_a_small_call_materializes_local_relations(spark):
 
 
 @pytest.mark.connect
+def test_a_small_calls_semi_joins_of_local_relations_shuffle_nothing(spark):
+    """Under the small-call settings a semi or anti join stays above the local relation's
+    single-partition coalesce, and a frame that is not stored is shuffled once, into one
+    partition, not the local relations too to match it."""
+    left = spark.createDataFrame([("g", i % 3, i) for i in range(12)], "group_id string, n int, p int")
+    right = spark.createDataFrame([("g", 1), ("g", 2)], "group_id string, n int")
+    excluded = "org.apache.spark.sql.catalyst.optimizer.ConstantFolding"  # a rule of the user's, kept
+
+    @small_call_scope
+    def call(rows):
+        decide_small_call(spark, lambda: rows)
+        a, b = materialize(left), materialize(right)
+        kept = a.join(b, ["group_id", "n"], "left_semi").groupBy("n").agg(F.sum("p").alias("total"))
+        dropped = a.join(b, ["group_id", "n"], "left_anti").groupBy("n").agg(F.sum("p").alias("total"))
+        numbers = spark.range(4).select(F.col("id").cast("int").alias("n"))  # two partitions, not stored
+        both = kept.unionByName(dropped).join(numbers, "n")
+        return (_plan(kept), _plan(dropped), _plan(both), sorted(tuple(r) for r in both.collect()),
+                spark.conf.get("spark.sql.optimizer.excludedRules", None))
+
+    spark.conf.set("spark.sql.optimizer.excludedRules", excluded)
+    try:
+        kept, dropped, both, rows, rules = call(10)
+        assert rows == [(0, 18), (1, 22), (2, 26)]  # 0+3+6+9, 1+4+7+10, 2+5+8+11
+        assert "Exchange" not in kept and "Exchange" not in dropped
+        assert both.count("Exchange") == 1 and "hashpartitioning(n#" in both and ", 1)" in both
+        assert rules == f"{excluded},{PUSH_DOWN_SEMI_JOINS}"
+        assert spark.conf.get("spark.sql.optimizer.excludedRules") == excluded  # given back
+        # the session's settings: the semi join moves below the coalesce and shuffles, and the
+        # union of local relations is shuffled to match the frame that is not stored
+        large = call(10**6)
+        assert "Exchange" in large[0] and "Exchange" in large[1] and large[2].count("Exchange") > 1
+        assert large[3] == rows
+    finally:
+        spark.conf.unset("spark.sql.optimizer.excludedRules")
+
+
+@pytest.mark.connect
 @pytest.mark.parametrize("strategy", ["range", "sticky", "cooperative-sticky"])
 def test_assign_decides_from_its_inputs_rows_and_gives_the_same_rows(spark, strategy, monkeypatch):
     from chispa import assert_df_equality
@@ -215,13 +253,14 @@ def test_assign_decides_from_its_inputs_rows_and_gives_the_same_rows(spark, stra
         rows = assign(members, parts, strategy, **kwargs).orderBy("group_id", "topic", "partition").collect()
         return len(kept_on_driver) > 0, rows
 
+    session_settings = [spark.conf.get(k, None) for k in SMALL_CALL_SETTINGS]
     with _setting(spark, None):  # 6 subscriptions + 2 groups x 8 partitions = 22 rows
         small, small_rows = call()
         # the inputs first, as read to decide: the members, then the partitions, on the driver
         assert {"member_id", "owned"} <= set(kept_on_driver[0].columns)
         assert kept_on_driver[1].columns[:2] == ["topic", "partition"]
         assert [stored_rows(df) for df in kept_on_driver[:2]] == [None, None]  # read, not stored again
-        assert [spark.conf.get(k, None) for k in SMALL_CALL_SETTINGS] == [None] * len(SMALL_CALL_SETTINGS)
+        assert [spark.conf.get(k, None) for k in SMALL_CALL_SETTINGS] == session_settings  # given back
         assert call(validate=False)[0] is False  # no validation: nothing decides
     with _setting(spark, "21"):
         large, large_rows = call()

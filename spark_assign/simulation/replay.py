@@ -22,6 +22,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -29,7 +30,15 @@ from ..assign import group_protocol_of, strategy_name
 from ..frames import GROUP as _G
 from ..frames import empty, one_row, per_group, union_all
 from ..inputs import normalize_partitions
-from ..lineage import decide_small_call, materialize_state, small_call_scope
+from ..lineage import (
+    decide_small_call,
+    in_small_call,
+    materialize_state,
+    relation_of,
+    rows_within,
+    small_call_rows,
+    small_call_scope,
+)
 from ..options import strategy_options
 from .analytics import SIMULATION_SCHEMA
 from .batched import batchable, replay_batched, stateless_column
@@ -170,13 +179,22 @@ def replay(events: DataFrame, partitions: DataFrame, *, strategy, protocol_rule,
                                     max_rounds=max_rounds, keep_rows=keep_rows, options=options)
         state.owned = final
         per_step = {}  # nothing left for the step loop
+    # a small replay reads the frames above once, and gives each step local relations of its rows
+    by_step = _StepRows({"groups": steps, "events": e.join(steps.select(_G, "at", "step"), [_G, "at"]),
+                         "roster": roster_rows, "departures": dep_kinds}) if per_step and in_small_call() else None
     for k in range(1, max(per_step, default=0) + 1):
         log.info("simulate: step %d of %d", k, max(per_step))
-        sk = steps.where(F.col("step") == k)
-        step = Step(k, per_step.get(k), sk, e.join(per_group(sk.select(_G, "at")), [_G, "at"], "left_semi"),
-                    roster_rows.where(F.col("step") == k))
+        if by_step is None:
+            sk = steps.where(F.col("step") == k)
+            step = Step(k, per_step.get(k), sk, e.join(per_group(sk.select(_G, "at")), [_G, "at"], "left_semi"),
+                        roster_rows.where(F.col("step") == k))
+            departures = dep_kinds
+        else:
+            sk = by_step.at("groups", k)
+            step = Step(k, per_step.get(k), sk, by_step.at("events", k), by_step.at("roster", k))
+            departures = by_step.at("departures", k)
         _update_metadata(state, step)
-        owned_now, departed, released = _carry_ownership(state, step, dep_kinds, any_delay)
+        owned_now, departed, released = _carry_ownership(state, step, departures, any_delay)
         flags = _rebalance_flags(step, departed, released)
         rb_groups = per_group(flags.where("rebalanced").select(_G))
         new_owned = owned_now.join(rb_groups, _G, "left_anti")
@@ -200,6 +218,27 @@ def replay(events: DataFrame, partitions: DataFrame, *, strategy, protocol_rule,
     result = SimulationResult(generations=gens, steps=st, assignment=state.owned.drop("group_instance_id"),
                               revocations=revs, lags=state.lags)
     return result, (union_all(out.rows) if out.rows else None)
+
+
+class _StepRows:
+    """A small replay's frames that span every step (``step`` one of their columns), each
+    read onto the driver once (one action each): a step's slice of one is a local relation
+    of its own rows, a few rows in one partition, where a filter of the stored frames of
+    every step is a plan Spark shuffles at each step. A frame of more rows than
+    ``spark.assign.smallCallRows`` stays a filter."""
+
+    def __init__(self, frames: dict[str, DataFrame]):
+        self.frames = frames
+        limit = small_call_rows(next(iter(frames.values())).sparkSession)
+        self.rows = {name: rows for name, df in frames.items() if (rows := rows_within(df, limit)) is not None}
+
+    def at(self, name: str, k: int) -> DataFrame:
+        """Frame ``name``'s rows of step ``k``."""
+        df, rows = self.frames[name], self.rows.get(name)
+        if rows is None:
+            return df.where(F.col("step") == k)
+        # take, not filter: an empty filter result has no chunks, which Spark cannot read
+        return relation_of(df, rows.take(pc.indices_nonzero(pc.equal(rows["step"], k))))
 
 
 def _bound_rows(e: DataFrame, p0: DataFrame, pairs: int | None = None) -> int:
