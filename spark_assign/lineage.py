@@ -443,7 +443,11 @@ def explains_lost_executors(fn: _F) -> _F:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         spark = _session_of(args, kwargs)
-        before = executor_ids(spark)
+        outer = _EXECUTORS_BEFORE.get()
+        # the executors when the outermost entry point started: an inner one (a rebalance's
+        # assign() or recording) may start after the executor was lost and dropped
+        before = outer if outer is not None else executor_ids(spark)
+        token = _EXECUTORS_BEFORE.set(before) if outer is None and before is not None else None
         try:
             return fn(*args, **kwargs)
         except ExecutorLostError:
@@ -454,8 +458,15 @@ def explains_lost_executors(fn: _F) -> _F:
                 raise
             after = _executors_after_loss(spark, before) if before is not None else None
             raise ExecutorLostError(lost_executor_message(block, before, after)) from exc
+        finally:
+            if token is not None:
+                _EXECUTORS_BEFORE.reset(token)
 
     return wrapper  # type: ignore[return-value]
+
+
+#: the live executor ids when the outermost public entry point in progress started
+_EXECUTORS_BEFORE: ContextVar[set[str] | None] = ContextVar("spark_assign_executors_before", default=None)
 
 
 #: how long a failure over lost checkpoint blocks waits for the driver to drop the lost executor
