@@ -218,8 +218,8 @@ def test_a_small_calls_semi_joins_of_local_relations_shuffle_nothing(spark):
         assert both.count("Exchange") == 1 and "hashpartitioning(n#" in both and ", 1)" in both
         assert rules == f"{excluded},{PUSH_DOWN_SEMI_JOINS}"
         assert spark.conf.get("spark.sql.optimizer.excludedRules") == excluded  # given back
-        # the session's settings: the semi join moves below the coalesce and shuffles, and the
-        # union of local relations is shuffled to match the frame that is not stored
+        # a large call (checkpoints, the session's settings): the semi and anti joins shuffle,
+        # and the join with the frame that is not stored shuffles both of its sides
         large = call(10**6)
         assert "Exchange" in large[0] and "Exchange" in large[1] and large[2].count("Exchange") > 1
         assert large[3] == rows
