@@ -44,7 +44,7 @@ from .lineage import (
     local_relation,
     materialize,
     relation_of,
-    rows_within,
+    rows_within_each,
     small_call_rows,
 )
 
@@ -110,43 +110,59 @@ def _check_numbers(df: DataFrame, name: str, dtype: T.DataType, what: str, error
                     f"not numbers: {[r[0] for r in bad]}")
 
 
-def conform_columns(df: DataFrame, columns: dict[str, T.DataType], required, what: str, error) -> DataFrame:
+def _quoted(name: str) -> str:
+    """A column name as a SQL identifier."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+#: the SQL that normalizes an ``owned`` array of structs with other field orders or int widths
+_OWNED_FIELDS = "transform({}, x -> named_struct('topic', CAST(x.topic AS string), 'partition', CAST(x.partition AS int)))"
+
+
+def conform_columns(df: DataFrame, columns: dict[str, T.DataType], required, what: str, error,
+                    normalized: dict[str, str] | None = None) -> DataFrame:
     """``df`` with exactly ``columns`` (name -> type), cast, absent optional ones
     null; ``error`` naming what is expected and found when a ``required`` one is missing,
     :class:`ColumnTypeError` naming the column, the expected and the found type when one
     cannot be cast (``topics`` given as a string, ``partition`` as a string that is not
-    a number)."""
-    present = set(df.columns)
-    missing = [c for c in required if c not in present]
+    a number). ``normalized``: per column, a SQL expression of the cast column (``{}``)
+    that it becomes.
+
+    One projection, written as SQL text (a handful of JVM calls, where column functions
+    take several each), and none when ``df`` has exactly ``columns`` already and nothing
+    is ``normalized``: the library passes its own normalized frames on, call after call.
+
+    >>> conform_columns(spark.range(1).selectExpr("'t' AS topic", "0L AS partition"), PARTITION_COLUMNS,
+    ...                 REQUIRED_PARTITION_COLUMNS, "partitions", MissingColumnError).dtypes
+    [('topic', 'string'), ('partition', 'int'), ('racks', 'array<string>')]
+    """
+    found_types = {f.name: f.dataType for f in df.schema.fields}  # one schema read
+    missing = [c for c in required if c not in found_types]
     if missing:
         raise error(
             f"{what} is missing required column(s) {missing}: "
-            f"expected at least {list(required)}, found {sorted(present)}"
+            f"expected at least {list(required)}, found {sorted(found_types)}"
         )
-    cols: list[Column] = []
+    exprs: list[str] = []
+    unchanged = not normalized and list(found_types) == list(columns)
     for name, dtype in columns.items():
-        if name in present:
-            found = df.schema[name].dataType
-            problem = None if _same_type(found, dtype) else _type_problem(name, found, dtype)
-            if problem:
-                raise ColumnTypeError(f"{what} column {name!r}: expected {dtype.simpleString()} ({problem}), "
-                                      f"found {found.simpleString()}")
-            if isinstance(found, T.StringType) and isinstance(dtype, (T.IntegerType, T.LongType)):
-                _check_numbers(df, name, dtype, what, ColumnTypeError)
-            col = F.col(name)
-            if name == "owned" and not _same_type(found, dtype):
-                # accept owned as array of structs with any field order / int width
-                col = F.transform(
-                    col,
-                    lambda x: F.struct(
-                        x["topic"].cast("string").alias("topic"),
-                        x["partition"].cast("int").alias("partition"),
-                    ),
-                )
-            cols.append(col.cast(dtype).alias(name))
-        else:
-            cols.append(F.lit(None).cast(dtype).alias(name))
-    return df.select(*cols)
+        sql_type, column = dtype.simpleString(), _quoted(name)
+        found = found_types.get(name)
+        if found is None:
+            exprs.append(f"CAST(NULL AS {sql_type}) AS {column}")
+            continue
+        same = _same_type(found, dtype)
+        unchanged = unchanged and same
+        problem = None if same else _type_problem(name, found, dtype)
+        if problem:
+            raise ColumnTypeError(f"{what} column {name!r}: expected {sql_type} ({problem}), "
+                                  f"found {found.simpleString()}")
+        if isinstance(found, T.StringType) and isinstance(dtype, (T.IntegerType, T.LongType)):
+            _check_numbers(df, name, dtype, what, ColumnTypeError)
+        value = _OWNED_FIELDS.format(column) if name == "owned" and not same else column
+        cast = f"CAST({value} AS {sql_type})"
+        exprs.append(f"{(normalized or {}).get(name, '{}').format(cast)} AS {column}")
+    return df if unchanged else df.selectExpr(*exprs)
 
 
 def normalize_members(members: DataFrame) -> DataFrame:
@@ -157,8 +173,8 @@ def normalize_members(members: DataFrame) -> DataFrame:
     ... )).columns  # doctest: +SKIP
     ['group_id', 'member_id', 'group_instance_id', 'rack', 'topics', 'owned', 'generation', 'assignors']
     """
-    df = conform_columns(members, MEMBER_COLUMNS, REQUIRED_MEMBER_COLUMNS, "members", MissingColumnError)
-    return df.withColumn("topics", F.array_distinct(F.filter("topics", lambda t: t.isNotNull())))
+    return conform_columns(members, MEMBER_COLUMNS, REQUIRED_MEMBER_COLUMNS, "members", MissingColumnError,
+                           normalized={"topics": "array_distinct(filter({}, t -> t IS NOT NULL))"})
 
 
 def normalize_partitions(partitions: DataFrame) -> DataFrame:
@@ -277,11 +293,11 @@ def _partition_problems(partitions: DataFrame, repeating: DataFrame) -> DataFram
 
 def decide_small_inputs(members: DataFrame, partitions: DataFrame) -> tuple[DataFrame, DataFrame]:
     """Decide whether the call in progress is small (:func:`~spark_assign.lineage.decide_small_call`)
-    from its normalized inputs, read before anything else with limited reads
-    (:func:`~spark_assign.lineage.rows_within`): each member's group and number of topics (at
-    most ``spark.assign.smallCallRows`` members), then as many partitions as the call's bound
-    leaves room for (the rows its state can reach: subscriptions plus groups times partitions,
-    an estimate for the threshold). A small call then reads its members whole and gets both
+    from its normalized inputs, read before anything else by one action of limited reads
+    (:func:`~spark_assign.lineage.rows_within_each`): each member's group and number of topics
+    and the partitions, at most ``spark.assign.smallCallRows`` rows of each. The call is small
+    when the rows its state can reach (subscriptions plus groups times partitions, an estimate
+    for the threshold) stay within that setting. A small call then reads its members whole and gets both
     inputs back as local relations, so that its validation and its strategy run over
     one-partition relations from the start; any other call gets them back as they were,
     having read no owned list (a large call's can be millions of claims).
@@ -292,15 +308,16 @@ def decide_small_inputs(members: DataFrame, partitions: DataFrame) -> tuple[Data
 
     spark = members.sparkSession
     limit = small_call_rows(spark)
-    sizes = rows_within(members.select(
-        "group_id", F.greatest(F.coalesce(F.size("topics"), F.lit(0)), F.lit(0)).alias("topics")), limit)
-    p_rows, bound = None, limit + 1
+    # one action reads both (at most ``limit + 1`` rows of each)
+    sizes, p_rows = rows_within_each([members.select(
+        "group_id", F.greatest(F.coalesce(F.size("topics"), F.lit(0)), F.lit(0)).alias("topics")), partitions], limit)
+    bound = limit + 1
     if sizes is not None:
         subscribed = int(pc.sum(sizes["topics"]).as_py() or 0)
         groups = int(pc.count_distinct(sizes["group_id"]).as_py())
         if not groups:  # no members: nothing reads the partitions, whatever their number
             bound = subscribed
-        elif (p_rows := rows_within(partitions, (limit - subscribed) // groups)) is not None:
+        elif p_rows is not None and p_rows.num_rows <= (limit - subscribed) // groups:
             bound = subscribed + groups * p_rows.num_rows
     if not decide_small_call(spark, lambda: bound):
         return members, partitions

@@ -16,7 +16,7 @@ from .assign import assign
 from .frames import GROUP as _G
 from .frames import TP as _TP
 from .frames import one_row, owned_lists, per_group, union_all
-from .inputs import OWNED_TYPE, normalize_members
+from .inputs import MEMBER_COLUMNS, OWNED_TYPE, normalize_members
 from .lineage import in_small_call, materialize, materialize_state, stored_rows
 from .protocol import COOPERATIVE, EAGER
 from .reconcile import SERVER_RUN, reconciliation_round
@@ -144,7 +144,7 @@ def run_round(prep: Prepared, state: DataFrame, rnd: int, runs: list[str], prev_
     # with no store of their own (one action each, the plan's work is a filter)
     small = in_small_call()
     owned = _owned_rows(state, prep.all_partitions, "_proto", "_gproto", "_rule", "protocol", "_gen")
-    columns = normalize_members(state).columns
+    columns = list(MEMBER_COLUMNS)  # normalize_members' columns
     parts = []
     together = sticky_runs(runs, rnd, run_options)
     if together:

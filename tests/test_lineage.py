@@ -15,9 +15,11 @@ from spark_assign.lineage import (
     SMALL_CALL_SETTINGS,
     SMALL_CALL_SETTINGS_CONF,
     decide_small_call,
+    local_relations,
     materialize,
     materialize_state,
     partitioned_by,
+    rows_within_each,
     small_call_rows,
     small_call_scope,
     small_call_undecided,
@@ -188,6 +190,36 @@ def test_a_small_call_materializes_local_relations(spark):
     assert all("LocalTableScan" not in _plan(x) for x in (large, large_state))
     assert stored_rows(large) is None and stored_rows(large_state) is None
     assert sorted(large.collect()) == sorted(df.collect())
+
+
+@pytest.mark.connect
+def test_independent_frames_are_read_and_stored_with_one_action(spark, monkeypatch):
+    # frames of different schemas: non-nullable columns, nested types, a map, an odd name, no rows
+    owned = "owned array<struct<topic:string,partition:int>>"
+    members = spark.createDataFrame([("g", ["t"], [("t", 1)], {"k": 1}), ("g", [], None, None)],
+                                    f"group_id string, topics array<string>, {owned}, m map<string,int>")
+    nothing = spark.range(0).selectExpr("id", "'x' AS `odd.name`")
+    counts = spark.range(6).selectExpr("id % 3 AS k").groupBy("k").count()
+    actions = []
+    to_arrow = type(members).toArrow
+    monkeypatch.setattr(type(members), "toArrow", lambda df: actions.append(1) or to_arrow(df))
+
+    rows = rows_within_each([members, nothing, counts])
+    assert len(actions) == 1
+    assert [t.num_rows for t in rows] == [2, 0, 3]
+    assert [t.column_names for t in rows] == [df.columns for df in (members, nothing, counts)]
+    assert sorted(zip(rows[2]["k"].to_pylist(), rows[2]["count"].to_pylist())) == [(0, 2), (1, 2), (2, 2)]
+    assert rows[0]["owned"].to_pylist() == [[{"topic": "t", "partition": 1}], None]
+    # limited: a frame of more rows than the limit is None (at most the limit + 1 read)
+    assert [t is None for t in rows_within_each([members, nothing, counts], 2)] == [False, False, True]
+    actions.clear()
+    stored = local_relations(members, nothing, counts)
+    assert len(actions) == 1
+    for df, kept in zip((members, nothing, counts), stored):
+        assert kept.schema == df.schema  # nullability too
+        assert sorted(map(str, kept.collect())) == sorted(map(str, df.collect()))
+        assert stored_rows(kept) is not None
+    assert stored[2].join(stored[0].selectExpr("1 AS k").distinct(), "k").collect()[0]["count"] == 2
 
 
 @pytest.mark.connect
