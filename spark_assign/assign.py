@@ -11,13 +11,13 @@ from pyspark.sql import DataFrame
 from .errors import InvalidOptionError, UnknownStrategyError
 from .inputs import (
     ASSIGNMENT_COLUMNS,
-    decide_small_inputs,
     normalize_members,
     normalize_partitions,
     validate_inputs,
 )
 from .lineage import explains_lost_executors, in_small_call, materialize, small_call_scope, small_call_undecided
 from .options import check_options
+from .small_inputs import decide_small_inputs
 
 #: Kafka's assignor names -> the module and function that implement them.
 #: Each function takes normalized, validated ``members`` and ``partitions``
@@ -150,7 +150,7 @@ def assign(
     at every step. A validated call whose inputs are small (``spark.assign.smallCallRows``,
     :mod:`spark_assign.lineage`) keeps its inputs and what it materializes on the driver and
     runs interpreted: a limited read of each input, before anything else, decides it
-    (:func:`~spark_assign.inputs.decide_small_inputs`). Strategy options (``rack_aware=``, ...) are the ones the strategy
+    (:func:`~spark_assign.small_inputs.decide_small_inputs`). Strategy options (``rack_aware=``, ...) are the ones the strategy
     declares (:mod:`spark_assign.options`); an unknown or ill-typed one raises
     :class:`~spark_assign.errors.InvalidOptionError`.
 

@@ -20,8 +20,8 @@ assignors          array<string> (preference order)         no
 
 Optional columns may be absent; they are added as nulls. Validation runs one
 Spark action (the members' checks and the partitions' per-topic summary, which it
-returns) and raises an :class:`~spark_assign.errors.InvalidInputError` subclass naming the
-offending rows.
+returns; none in a small call whose rows on the driver pass every check) and raises an
+:class:`~spark_assign.errors.InvalidInputError` subclass naming the offending rows.
 """
 
 from __future__ import annotations
@@ -38,15 +38,8 @@ from .errors import (
     raise_if_rows,
 )
 from .frames import one_row
-from .lineage import (
-    decide_small_call,
-    in_small_call,
-    local_relation,
-    materialize,
-    relation_of,
-    rows_within_each,
-    small_call_rows,
-)
+from .lineage import in_small_call, materialize
+from .small_inputs import clean_on_driver
 
 TOPIC_PARTITION = T.StructType(
     [T.StructField("topic", T.StringType()), T.StructField("partition", T.IntegerType())]
@@ -291,39 +284,6 @@ def _partition_problems(partitions: DataFrame, repeating: DataFrame) -> DataFram
     return bad.unionByName(dupes)
 
 
-def decide_small_inputs(members: DataFrame, partitions: DataFrame) -> tuple[DataFrame, DataFrame]:
-    """Decide whether the call in progress is small (:func:`~spark_assign.lineage.decide_small_call`)
-    from its normalized inputs, read before anything else by one action of limited reads
-    (:func:`~spark_assign.lineage.rows_within_each`): each member's group and number of topics
-    and the partitions, at most ``spark.assign.smallCallRows`` rows of each. The call is small
-    when the rows its state can reach (subscriptions plus groups times partitions, an estimate
-    for the threshold) stay within that setting. A small call then reads its members whole and gets both
-    inputs back as local relations, so that its validation and its strategy run over
-    one-partition relations from the start; any other call gets them back as they were,
-    having read no owned list (a large call's can be millions of claims).
-
-    >>> members, partitions = decide_small_inputs(normalize_members(members), normalize_partitions(partitions))  # doctest: +SKIP
-    """
-    import pyarrow.compute as pc
-
-    spark = members.sparkSession
-    limit = small_call_rows(spark)
-    # one action reads both (at most ``limit + 1`` rows of each)
-    sizes, p_rows = rows_within_each([members.select(
-        "group_id", F.greatest(F.coalesce(F.size("topics"), F.lit(0)), F.lit(0)).alias("topics")), partitions], limit)
-    bound = limit + 1
-    if sizes is not None:
-        subscribed = int(pc.sum(sizes["topics"]).as_py() or 0)
-        groups = int(pc.count_distinct(sizes["group_id"]).as_py())
-        if not groups:  # no members: nothing reads the partitions, whatever their number
-            bound = subscribed
-        elif p_rows is not None and p_rows.num_rows <= (limit - subscribed) // groups:
-            bound = subscribed + groups * p_rows.num_rows
-    if not decide_small_call(spark, lambda: bound):
-        return members, partitions
-    return local_relation(members), partitions if p_rows is None else relation_of(partitions, p_rows)
-
-
 def validate_inputs(members: DataFrame, partitions: DataFrame, *, common_assignor: bool = False) -> DataFrame:
     """Check normalized members and partitions; raise :class:`InvalidMembersError`
     (:func:`member_problems`) or :class:`InvalidPartitionsError` (a null topic or
@@ -331,7 +291,8 @@ def validate_inputs(members: DataFrame, partitions: DataFrame, *, common_assigno
     offending rows. Returns the partitions' :func:`topic_sizes` (one row per topic),
     which strategies take as ``topic_sizes=`` instead of counting the partitions again.
 
-    Valid inputs (the usual case) take one Spark action: the members' checks together
+    Valid inputs (the usual case) take no Spark action in a small call whose rows are on
+    the driver and pass every check there (:func:`~spark_assign.small_inputs.clean_on_driver`), else one: the members' checks together
     with the flags of the partitions' per-topic summary, whose last stage that action
     computes and stores (a lazy checkpoint: under adaptive execution the summary's
     shuffles run when it is defined; in a small call the summary is a short plan over
@@ -347,6 +308,9 @@ def validate_inputs(members: DataFrame, partitions: DataFrame, *, common_assigno
     summary = _topic_summary(partitions)
     if not in_small_call():
         summary = materialize(summary, eager=False)
+    elif not common_assignor and clean_on_driver(members, partitions):
+        # a small call whose rows on the driver pass every check: no action
+        return summary.select("topic", "num_partitions", "last_partition")
     flags = member_problems(members).select(F.lit("members").alias("_input")).unionByName(
         summary.where(F.col("_bad") | F.col("_repeats")).select(F.lit("partitions").alias("_input")))
     if common_assignor:  # a rebalance: also its members' common assignor, and at least one member

@@ -214,52 +214,6 @@ def rows_within(df: DataFrame, max_rows: int) -> Any:
     return rows if rows.num_rows <= max_rows else None
 
 
-def _sql_string(text: str) -> str:
-    """``text`` as a SQL string literal."""
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def rows_within_each(frames: list[DataFrame], max_rows: int | None = None) -> list[Any]:
-    """Each frame's rows as a ``pyarrow.Table``, from ONE action over all of them (their
-    union, each frame's rows as one struct column of its own, split again on the driver);
-    with ``max_rows``, None for a frame of more rows (at most ``max_rows + 1`` read of each,
-    as :func:`rows_within`). Each action costs a small call tens of milliseconds before any
-    row moves, so independent frames are read together.
-
-    >>> [t.num_rows for t in rows_within_each([spark.range(3), spark.range(5).selectExpr("'x' AS s")])]
-    [3, 5]
-    """
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    tagged: DataFrame | None = None
-    for i, df in enumerate(frames):
-        # if(true, c, NULL): every field nullable (as it is in the other frames' rows), any type
-        fields = ", ".join(_sql_string(c) + ", if(true, `" + c.replace("`", "``") + "`, NULL)" for c in df.columns)
-        part = (df if max_rows is None else df.limit(max_rows + 1)).selectExpr(f"named_struct({fields}) AS _frame{i}")
-        tagged = part if tagged is None else tagged.unionByName(part, allowMissingColumns=True)
-    if tagged is None:
-        return []
-    table = tagged.toArrow()
-    out = []
-    for i in range(len(frames)):
-        column = table.column(f"_frame{i}")
-        rows = pa.Table.from_struct_array(column.take(pc.indices_nonzero(pc.is_valid(column))).combine_chunks())
-        out.append(None if max_rows is not None and rows.num_rows > max_rows else rows)
-    return out
-
-
-def local_relations(*frames: DataFrame) -> list[DataFrame]:
-    """:func:`local_relation` of each frame, from one action over all of them
-    (:func:`rows_within_each`): for independent frames a small call stores together.
-
-    >>> members, owners = local_relations(members, owners)  # doctest: +SKIP
-    """
-    if len(frames) == 1:
-        return [local_relation(frames[0])]
-    return [relation_of(df, rows) for df, rows in zip(frames, rows_within_each(list(frames)))]
-
-
 #: the rows of each live local relation (:func:`local_relation`), by the frame it returned
 _STORED_ROWS: weakref.WeakKeyDictionary[DataFrame, Any] = weakref.WeakKeyDictionary()
 

@@ -47,7 +47,6 @@ from .frames import TP as _TP
 from .frames import owned_lists, union_all
 from .inputs import (
     OWNED_TYPE,
-    decide_small_inputs,
     ignored_claims,
     normalize_members,
     normalize_partitions,
@@ -57,7 +56,6 @@ from .inputs import (
 from .lineage import (
     explains_lost_executors,
     in_small_call,
-    local_relations,
     materialize,
     materialize_state,
     small_call_scope,
@@ -78,6 +76,7 @@ from .protocol import (
 )
 from .rebalance_round import Prepared, Round, next_round_state, run_round
 from .reconcile import mark_consumer_groups, with_group_protocols
+from .small_inputs import decide_small_inputs
 
 ASSIGNMENT_ROUND_COLUMNS = ("group_id", "generation", "round", "member_id", "topic", "partition")
 REVOCATION_COLUMNS = ("group_id", "generation", "round", "member_id", "topic", "partition", "kind")
@@ -365,16 +364,10 @@ def _prepare(members: DataFrame, partitions: DataFrame, *, protocol_rule: str, s
                 _G, "generation"))
         base = highest.groupBy(_G).agg((F.coalesce(F.max("generation"), F.lit(0))).alias("_base"))
     # the members with their base generation (read by every round-1 plan), the owners and
-    # the needed counts (read by every round's summary): each computed once, stored by its
-    # first reader; a small call stores the three with one action
-    members = m.join(base, _G)
-    if small:
-        members, first_owner, needed = local_relations(members, first_owner, needed)
-    else:
-        members = materialize_state(members, eager=False)
-        first_owner, needed = materialize(first_owner, eager=False), materialize(needed, eager=False)
-    return Prepared(members=members, partitions=p, all_partitions=full_p, runs=runs, first_owner=first_owner,
-                    needed=needed, extra_df=extra_df, owned_is_latest=rejoined is not None)
+    # the needed counts (read by every round's summary): each computed once, stored by its first reader
+    return Prepared(members=materialize_state(m.join(base, _G), eager=False), partitions=p,
+                    all_partitions=full_p, runs=runs, first_owner=materialize(first_owner, eager=False),
+                    needed=materialize(needed, eager=False), extra_df=extra_df, owned_is_latest=rejoined is not None)
 
 
 def _members_after(prep: Prepared, final: DataFrame, summary: DataFrame) -> DataFrame:

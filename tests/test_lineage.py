@@ -15,11 +15,9 @@ from spark_assign.lineage import (
     SMALL_CALL_SETTINGS,
     SMALL_CALL_SETTINGS_CONF,
     decide_small_call,
-    local_relations,
     materialize,
     materialize_state,
     partitioned_by,
-    rows_within_each,
     small_call_rows,
     small_call_scope,
     small_call_undecided,
@@ -193,36 +191,6 @@ def test_a_small_call_materializes_local_relations(spark):
 
 
 @pytest.mark.connect
-def test_independent_frames_are_read_and_stored_with_one_action(spark, monkeypatch):
-    # frames of different schemas: non-nullable columns, nested types, a map, an odd name, no rows
-    owned = "owned array<struct<topic:string,partition:int>>"
-    members = spark.createDataFrame([("g", ["t"], [("t", 1)], {"k": 1}), ("g", [], None, None)],
-                                    f"group_id string, topics array<string>, {owned}, m map<string,int>")
-    nothing = spark.range(0).selectExpr("id", "'x' AS `odd.name`")
-    counts = spark.range(6).selectExpr("id % 3 AS k").groupBy("k").count()
-    actions = []
-    to_arrow = type(members).toArrow
-    monkeypatch.setattr(type(members), "toArrow", lambda df: actions.append(1) or to_arrow(df))
-
-    rows = rows_within_each([members, nothing, counts])
-    assert len(actions) == 1
-    assert [t.num_rows for t in rows] == [2, 0, 3]
-    assert [t.column_names for t in rows] == [df.columns for df in (members, nothing, counts)]
-    assert sorted(zip(rows[2]["k"].to_pylist(), rows[2]["count"].to_pylist())) == [(0, 2), (1, 2), (2, 2)]
-    assert rows[0]["owned"].to_pylist() == [[{"topic": "t", "partition": 1}], None]
-    # limited: a frame of more rows than the limit is None (at most the limit + 1 read)
-    assert [t is None for t in rows_within_each([members, nothing, counts], 2)] == [False, False, True]
-    actions.clear()
-    stored = local_relations(members, nothing, counts)
-    assert len(actions) == 1
-    for df, kept in zip((members, nothing, counts), stored):
-        assert kept.schema == df.schema  # nullability too
-        assert sorted(map(str, kept.collect())) == sorted(map(str, df.collect()))
-        assert stored_rows(kept) is not None
-    assert stored[2].join(stored[0].selectExpr("1 AS k").distinct(), "k").collect()[0]["count"] == 2
-
-
-@pytest.mark.connect
 def test_a_small_calls_semi_joins_of_local_relations_shuffle_nothing(spark):
     """Under the small-call settings a semi or anti join stays above the local relation's
     single-partition coalesce, and a frame that is not stored is shuffled once, into one
@@ -264,8 +232,8 @@ def test_a_small_calls_semi_joins_of_local_relations_shuffle_nothing(spark):
 def test_assign_decides_from_its_inputs_rows_and_gives_the_same_rows(spark, strategy, monkeypatch):
     from chispa import assert_df_equality
 
-    import spark_assign.inputs as inputs
     import spark_assign.lineage as lineage
+    import spark_assign.small_inputs as small_inputs
     from spark_assign import assign
 
     members = spark.createDataFrame(
@@ -278,7 +246,7 @@ def test_assign_decides_from_its_inputs_rows_and_gives_the_same_rows(spark, stra
     relation_of = lineage.relation_of
     keep = lambda df, rows: kept_on_driver.append(df) or relation_of(df, rows)  # noqa: E731
     monkeypatch.setattr(lineage, "relation_of", keep)
-    monkeypatch.setattr(inputs, "relation_of", keep)
+    monkeypatch.setattr(small_inputs, "relation_of", keep)
 
     def call(**kwargs):
         kept_on_driver.clear()
@@ -328,3 +296,55 @@ def test_flags_read_off_stored_rows_equal_the_aggregation(spark, kinds):
 
     assert stored_rows(df) is None
     assert from_stored_rows() == _paths(df)
+
+
+OWNED = "array<struct<topic:string,partition:int>>"
+MEMBERS = f"group_id string, member_id string, topics array<string>, owned {OWNED}"
+
+
+@pytest.mark.parametrize("members, partitions", [
+    ([("g", "a", ["t"], [("t", 0)]), ("g", "b", ["t"], None), ("h", "a", ["t"], [])], [("t", 0), ("t", 1)]),
+    ([("g", "a", ["t"], [("", 0), ("gone", 7)])], [("t", 0)]),  # claims Kafka ignores: not a problem
+    ([("g", None, ["t"], None)], [("t", 0)]),
+    ([("g", "a", None, None)], [("t", 0)]),
+    ([("", "a", ["t"], None)], [("t", 0)]),
+    ([("g", "a", ["t"], None), ("g", "a", ["u"], None)], [("t", 0)]),
+    ([("g", "a", ["t"], [None])], [("t", 0)]),
+    ([("g", "a", ["t"], [("t", None)])], [("t", 0)]),
+    ([("g", "a", ["t"], [(None, 0)])], [("t", 0)]),
+    ([("g", "a", ["t"], [("t", 0), ("t", -1)])], [("t", 0)]),
+    ([("g", "a", ["t"], None)], [("t", None)]),
+    ([("g", "a", ["t"], None)], [(None, 0)]),
+    ([("g", "a", ["t"], None)], [("t", -2), ("t", 0)]),
+    ([("g", "a", ["t"], None)], [("t", 0), ("t", 1), ("t", 0)]),
+    ([], [("t", 0)]),
+])
+def test_a_small_calls_driver_rows_pass_exactly_what_the_spark_checks_pass(spark, members, partitions, monkeypatch):
+    import spark_assign.inputs as inputs
+    from spark_assign.errors import InvalidInputError
+    from spark_assign.lineage import local_relation
+    from spark_assign.small_inputs import clean_on_driver
+
+    m = inputs.normalize_members(spark.createDataFrame(members, MEMBERS))
+    p = inputs.normalize_partitions(spark.createDataFrame(partitions, "topic string, partition int"))
+    try:
+        inputs.validate_inputs(m, p)  # outside a small call: the Spark checks
+        spark_passes = True
+    except InvalidInputError:
+        spark_passes = False
+    on_driver = clean_on_driver(local_relation(m), local_relation(p))
+    # never passes what Spark flags; passes every valid input with members
+    assert on_driver == (spark_passes and bool(members))
+
+    # a validated small call over valid inputs takes no validation action; a large one does
+    checks = []
+    one_row = inputs.one_row
+    monkeypatch.setattr(inputs, "one_row", lambda df: checks.append(1) or one_row(df))
+    if spark_passes and members:
+        from spark_assign import assign
+
+        for rows, expected in ((None, []), ("0", [1])):
+            checks.clear()
+            with _setting(spark, rows):
+                assign(m, p, "range").collect()
+            assert checks == expected

@@ -1,0 +1,86 @@
+"""A small call's inputs on the driver: deciding that a call is small from limited reads of
+its inputs, and checking the rows it then holds there before any Spark check runs.
+
+>>> members, partitions = decide_small_inputs(members, partitions)  # doctest: +SKIP
+>>> clean_on_driver(members, partitions)  # doctest: +SKIP
+True
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from .lineage import decide_small_call, local_relation, relation_of, rows_within, small_call_rows, stored_rows
+
+
+def decide_small_inputs(members: DataFrame, partitions: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """Decide whether the call in progress is small (:func:`~spark_assign.lineage.decide_small_call`)
+    from its normalized inputs, read before anything else with limited reads
+    (:func:`~spark_assign.lineage.rows_within`): each member's group and number of topics (at
+    most ``spark.assign.smallCallRows`` members), then as many partitions as the call's bound
+    leaves room for (the rows its state can reach: subscriptions plus groups times partitions,
+    an estimate for the threshold). A small call then reads its members whole and gets both
+    inputs back as local relations, so that its validation and its strategy run over
+    one-partition relations from the start; any other call gets them back as they were,
+    having read no owned list (a large call's can be millions of claims).
+
+    >>> members, partitions = decide_small_inputs(normalize_members(members), normalize_partitions(partitions))  # doctest: +SKIP
+    """
+    import pyarrow.compute as pc
+
+    spark = members.sparkSession
+    limit = small_call_rows(spark)
+    sizes = rows_within(members.select(
+        "group_id", F.greatest(F.coalesce(F.size("topics"), F.lit(0)), F.lit(0)).alias("topics")), limit)
+    p_rows, bound = None, limit + 1
+    if sizes is not None:
+        subscribed = int(pc.sum(sizes["topics"]).as_py() or 0)
+        groups = int(pc.count_distinct(sizes["group_id"]).as_py())
+        if not groups:  # no members: nothing reads the partitions, whatever their number
+            bound = subscribed
+        elif (p_rows := rows_within(partitions, (limit - subscribed) // groups)) is not None:
+            bound = subscribed + groups * p_rows.num_rows
+    if not decide_small_call(spark, lambda: bound):
+        return members, partitions
+    return local_relation(members), partitions if p_rows is None else relation_of(partitions, p_rows)
+
+
+def clean_on_driver(members: DataFrame, partitions: DataFrame) -> bool:
+    """Whether a small call's inputs, whose rows are on the driver already (the local
+    relations :func:`decide_small_inputs` returns), surely pass :func:`validate_inputs`'
+    checks: no null or empty ids, no member id twice in a group, no null claim or claim
+    with a null topic or a null or negative partition, no null topic or null or negative
+    partition, no topic partition twice. Read with Arrow compute on those rows, no Spark
+    action. False when any rows are not on the driver, or when anything may offend: the
+    Spark checks then decide, and name the rows.
+
+    >>> clean_on_driver(spark.range(1), spark.range(1))  # no stored rows
+    False
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    m, p = stored_rows(members), stored_rows(partitions)
+    if m is None or p is None or not m.num_rows:
+        return False
+
+    def any_true(values) -> bool:
+        return bool(pc.any(values).as_py())
+
+    def repeats(table, *keys: str) -> bool:
+        return table.group_by(list(keys)).aggregate([]).num_rows < table.num_rows
+
+    if any(m[c].null_count for c in ("group_id", "member_id", "topics")):
+        return False
+    if any_true(pc.equal(m["group_id"], "")) or any_true(pc.equal(m["member_id"], "")) or repeats(
+            m.select(["group_id", "member_id"]), "group_id", "member_id"):
+        return False
+    claims = pc.list_flatten(m["owned"])
+    if claims.null_count or len(claims) and (
+            pc.struct_field(claims, [0]).null_count or pc.struct_field(claims, [1]).null_count
+            or pc.min(pc.struct_field(claims, [1])).as_py() < 0):
+        return False
+    if p["topic"].null_count or p["partition"].null_count or (p.num_rows and pc.min(p["partition"]).as_py() < 0):
+        return False
+    return not repeats(pa.table({"topic": p["topic"], "partition": p["partition"]}), "topic", "partition")
