@@ -292,9 +292,9 @@ def validate_inputs(members: DataFrame, partitions: DataFrame, *, common_assigno
     which strategies take as ``topic_sizes=`` instead of counting the partitions again.
 
     Valid inputs (the usual case) take no Spark action in a small call whose rows are on
-    the driver and pass every check there (:func:`~spark_assign.small_inputs.clean_on_driver`), else one: the members' checks together
-    with the flags of the partitions' per-topic summary, whose last stage that action
-    computes and stores (a lazy checkpoint: under adaptive execution the summary's
+    the driver and pass every check there (:func:`~spark_assign.small_inputs.clean_on_driver`),
+    else one: the members' checks together with the flags of the partitions' per-topic
+    summary, whose last stage that action computes and stores (a lazy checkpoint: under adaptive execution the summary's
     shuffles run when it is defined; in a small call the summary is a short plan over
     the stored partitions, not stored again); the offending rows are looked up only when
     there are some. ``common_assignor``: the same action also checks that the members

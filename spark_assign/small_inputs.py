@@ -48,8 +48,8 @@ def decide_small_inputs(members: DataFrame, partitions: DataFrame) -> tuple[Data
 
 def clean_on_driver(members: DataFrame, partitions: DataFrame) -> bool:
     """Whether a small call's inputs, whose rows are on the driver already (the local
-    relations :func:`decide_small_inputs` returns), surely pass :func:`validate_inputs`'
-    checks: no null or empty ids, no member id twice in a group, no null claim or claim
+    relations :func:`decide_small_inputs` returns), surely pass the checks of
+    :func:`~spark_assign.inputs.validate_inputs`: no null or empty ids, no member id twice in a group, no null claim or claim
     with a null topic or a null or negative partition, no null topic or null or negative
     partition, no topic partition twice. Read with Arrow compute on those rows, no Spark
     action. False when any rows are not on the driver, or when anything may offend: the
@@ -78,8 +78,8 @@ def clean_on_driver(members: DataFrame, partitions: DataFrame) -> bool:
         return False
     claims = pc.list_flatten(m["owned"])
     if claims.null_count or len(claims) and (
-            pc.struct_field(claims, [0]).null_count or pc.struct_field(claims, [1]).null_count
-            or pc.min(pc.struct_field(claims, [1])).as_py() < 0):
+            pc.struct_field(claims, "topic").null_count or pc.struct_field(claims, "partition").null_count
+            or pc.min(pc.struct_field(claims, "partition")).as_py() < 0):
         return False
     if p["topic"].null_count or p["partition"].null_count or (p.num_rows and pc.min(p["partition"]).as_py() < 0):
         return False
