@@ -18,6 +18,15 @@ GROUP = "group_id"
 TP = ["topic", "partition"]
 
 
+def sql_name(name: str) -> str:
+    """A column name as a SQL identifier, for ``selectExpr`` and ``expr`` texts.
+
+    >>> sql_name("odd`name")
+    '`odd``name`'
+    """
+    return "`" + name.replace("`", "``") + "`"
+
+
 def union_all(dfs: Sequence[DataFrame], *, allow_missing: bool = False) -> DataFrame:
     """The rows of ``dfs`` (at least one frame, matched by column name) in one DataFrame;
     ``allow_missing``: a column missing from some frames is null in their rows.

@@ -37,7 +37,7 @@ from .errors import (
     MissingColumnError,
     raise_if_rows,
 )
-from .frames import one_row
+from .frames import one_row, sql_name
 from .lineage import in_small_call, materialize
 from .small_inputs import clean_on_driver
 
@@ -103,11 +103,6 @@ def _check_numbers(df: DataFrame, name: str, dtype: T.DataType, what: str, error
                     f"not numbers: {[r[0] for r in bad]}")
 
 
-def _quoted(name: str) -> str:
-    """A column name as a SQL identifier."""
-    return "`" + name.replace("`", "``") + "`"
-
-
 #: the SQL that normalizes an ``owned`` array of structs with other field orders or int widths
 _OWNED_FIELDS = "transform({}, x -> named_struct('topic', CAST(x.topic AS string), 'partition', CAST(x.partition AS int)))"
 
@@ -139,7 +134,7 @@ def conform_columns(df: DataFrame, columns: dict[str, T.DataType], required, wha
     exprs: list[str] = []
     unchanged = not normalized and list(found_types) == list(columns)
     for name, dtype in columns.items():
-        sql_type, column = dtype.simpleString(), _quoted(name)
+        sql_type, column = dtype.simpleString(), sql_name(name)
         found = found_types.get(name)
         if found is None:
             exprs.append(f"CAST(NULL AS {sql_type}) AS {column}")

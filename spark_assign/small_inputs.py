@@ -9,21 +9,27 @@ True
 from __future__ import annotations
 
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
+from .frames import sql_name
 from .lineage import decide_small_call, local_relation, relation_of, rows_within, small_call_rows, stored_rows
+
+
+#: the longest owned list the first read of :func:`decide_small_inputs` brings to the driver
+#: whole: a small call whose lists are all this short reads its members once
+SHORT_OWNED = 32
 
 
 def decide_small_inputs(members: DataFrame, partitions: DataFrame) -> tuple[DataFrame, DataFrame]:
     """Decide whether the call in progress is small (:func:`~spark_assign.lineage.decide_small_call`)
     from its normalized inputs, read before anything else with limited reads
-    (:func:`~spark_assign.lineage.rows_within`): each member's group and number of topics (at
-    most ``spark.assign.smallCallRows`` members), then as many partitions as the call's bound
-    leaves room for (the rows its state can reach: subscriptions plus groups times partitions,
-    an estimate for the threshold). A small call then reads its members whole and gets both
-    inputs back as local relations, so that its validation and its strategy run over
-    one-partition relations from the start; any other call gets them back as they were,
-    having read no owned list (a large call's can be millions of claims).
+    (:func:`~spark_assign.lineage.rows_within`): the members (at most ``spark.assign.smallCallRows``
+    of them, an owned list only when it has at most :data:`SHORT_OWNED` claims), then as many
+    partitions as the call's bound leaves room for (the rows its state can reach: subscriptions
+    plus groups times partitions, an estimate for the threshold). A small call gets both inputs
+    back as local relations of the rows read (its members read again, whole, only when a list
+    was longer), so that its validation and its strategy run over one-partition relations from
+    the start; any other call gets them back as they were, having read at most
+    :data:`SHORT_OWNED` claims per member (a large call's can be millions).
 
     >>> members, partitions = decide_small_inputs(normalize_members(members), normalize_partitions(partitions))  # doctest: +SKIP
     """
@@ -31,19 +37,28 @@ def decide_small_inputs(members: DataFrame, partitions: DataFrame) -> tuple[Data
 
     spark = members.sparkSession
     limit = small_call_rows(spark)
-    sizes = rows_within(members.select(
-        "group_id", F.greatest(F.coalesce(F.size("topics"), F.lit(0)), F.lit(0)).alias("topics")), limit)
+    # one read: the members' rows, each long owned list left out (null, and flagged)
+    has_owned = "owned" in members.columns
+    long_list = f"coalesce(size(owned), 0) > {SHORT_OWNED}"
+    m_rows = rows_within(members.selectExpr(
+        *[f"CASE WHEN {long_list} THEN NULL ELSE owned END AS owned" if c == "owned" else sql_name(c)
+          for c in members.columns],
+        "greatest(coalesce(size(topics), 0), 0) AS _subscribed",
+        f"{long_list} AS _long_list" if has_owned else "false AS _long_list"), limit)
     p_rows, bound = None, limit + 1
-    if sizes is not None:
-        subscribed = int(pc.sum(sizes["topics"]).as_py() or 0)
-        groups = int(pc.count_distinct(sizes["group_id"]).as_py())
+    if m_rows is not None:
+        subscribed = int(pc.sum(m_rows["_subscribed"]).as_py() or 0)
+        groups = int(pc.count_distinct(m_rows["group_id"]).as_py())
         if not groups:  # no members: nothing reads the partitions, whatever their number
             bound = subscribed
         elif (p_rows := rows_within(partitions, (limit - subscribed) // groups)) is not None:
             bound = subscribed + groups * p_rows.num_rows
     if not decide_small_call(spark, lambda: bound):
         return members, partitions
-    return local_relation(members), partitions if p_rows is None else relation_of(partitions, p_rows)
+    assert m_rows is not None  # a small call's bound counts the members read
+    whole = not pc.any(m_rows["_long_list"]).as_py()
+    m = relation_of(members, m_rows.drop(["_subscribed", "_long_list"])) if whole else local_relation(members)
+    return m, partitions if p_rows is None else relation_of(partitions, p_rows)
 
 
 def clean_on_driver(members: DataFrame, partitions: DataFrame) -> bool:

@@ -274,6 +274,31 @@ def test_assign_decides_from_its_inputs_rows_and_gives_the_same_rows(spark, stra
         (g, t, p) for g in ("g1", "g2") for t in ("t0", "t1") for p in range(4)]
 
 
+@pytest.mark.parametrize("short_owned", [32, 2])
+def test_a_small_call_reads_its_members_once_unless_an_owned_list_is_long(spark, short_owned, monkeypatch):
+    # the first read brings the members' rows, each owned list of at most SHORT_OWNED
+    # claims whole: a small call whose lists are all that short reads its members once;
+    # a longer list (3 claims against a bound of 2) reads them again, whole. Same rows
+    import spark_assign.small_inputs as small_inputs
+    from spark_assign import assign
+
+    members = spark.createDataFrame(
+        [("g1", "c0", ["t0"], [("t0", 0), ("t0", 1), ("t0", 2)], 1), ("g1", "c1", ["t0"], [("t0", 3)], 1),
+         ("g1", "c2", ["t0"], None, -1)],
+        "group_id string, member_id string, topics array<string>, "
+        "owned array<struct<topic:string,partition:int>>, generation int")
+    parts = spark.createDataFrame([("t0", p) for p in range(6)], "topic string, partition int")
+    read_again = []
+    local_relation = small_inputs.local_relation
+    monkeypatch.setattr(small_inputs, "SHORT_OWNED", short_owned)
+    monkeypatch.setattr(small_inputs, "local_relation", lambda df: read_again.append(df) or local_relation(df))
+    rows = sorted(tuple(r) for r in assign(members, parts, "sticky").collect())
+    assert len(read_again) == (1 if short_owned < 3 else 0)
+    # c0 keeps 2 of its 3 (quota 2), c1 keeps t0-3, c2 takes the rest
+    assert rows == [("g1", "c0", "t0", 0), ("g1", "c0", "t0", 1), ("g1", "c1", "t0", 2), ("g1", "c1", "t0", 3),
+                    ("g1", "c2", "t0", 4), ("g1", "c2", "t0", 5)]
+
+
 @pytest.mark.parametrize("kinds", [
     [],
     [("g1", True, False, False)],
