@@ -26,7 +26,7 @@ returns; none in a small call whose rows on the driver pass every check) and rai
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -176,16 +176,21 @@ def normalize_partitions(partitions: DataFrame) -> DataFrame:
 BLOCK_BITS = 6
 
 
-def partition_block(partition: Column | str) -> Column:
-    """The block of a partition number (:data:`BLOCK_BITS`)."""
-    return F.shiftright(partition, BLOCK_BITS)
+def partition_block(partition: str) -> str:
+    """The block of a partition number (:data:`BLOCK_BITS`), as SQL text over ``partition``
+    (a SQL expression).
+
+    >>> partition_block("partition")
+    'shiftright(partition, 6)'
+    """
+    return f"shiftright({partition}, {BLOCK_BITS})"
 
 
-def partition_bit(partition: Column | str) -> Column:
-    """A partition number's bit in its block's mask (a long): ``bit_or`` over a
-    block's rows gives the set of its partition numbers, ``bit_count`` their number."""
-    p = F.col(partition) if isinstance(partition, str) else partition
-    return F.call_function("shiftleft", F.lit(1).cast("long"), p.bitwiseAND((1 << BLOCK_BITS) - 1))
+def partition_bit(partition: str) -> str:
+    """A partition number's bit in its block's mask (a long), as SQL text over ``partition``:
+    ``bit_or`` over a block's rows gives the set of its partition numbers, ``bit_count``
+    their number."""
+    return f"shiftleft(CAST(1 AS BIGINT), ({partition}) & {(1 << BLOCK_BITS) - 1})"
 
 
 def member_problems(members: DataFrame) -> DataFrame:
@@ -252,16 +257,16 @@ def _topic_summary(partitions: DataFrame) -> DataFrame:
     partition) and ``_repeats`` (a partition listed twice: the topic's distinct
     partitions, a bit mask per block of partition numbers, are fewer than its rows).
     Two small hash aggregations: only topics that offend are looked at row by row."""
-    blocks = partitions.groupBy("topic", partition_block("partition").alias("_block")).agg(
-        F.count("*").alias("_rows"), F.count("partition").alias("_numbered"),
-        F.bit_count(F.bit_or(partition_bit("partition"))).alias("_distinct"),
-        F.min("partition").alias("_first"), F.max("partition").alias("_last"),
-    )
-    return blocks.groupBy("topic").agg(
-        F.sum("_rows").cast("int").alias("num_partitions"), F.max("_last").alias("last_partition"),
-        (F.col("topic").isNull() | (F.min("_first") < 0) | (F.sum("_numbered") < F.sum("_rows"))).alias("_bad"),
-        (F.sum("_distinct") < F.sum("_numbered")).alias("_repeats"),
-    )
+    # written as SQL text: a handful of JVM calls, where column functions take several each
+    blocks = partitions.selectExpr(
+        "topic", "partition", f"{partition_block('partition')} AS _block", f"{partition_bit('partition')} AS _bit",
+    ).groupBy("topic", "_block").agg(*map(F.expr, (
+        "count(*) AS _rows", "count(partition) AS _numbered", "bit_count(bit_or(_bit)) AS _distinct",
+        "min(partition) AS _first", "max(partition) AS _last")))
+    return blocks.groupBy("topic").agg(*map(F.expr, (
+        "CAST(sum(_rows) AS INT) AS num_partitions", "max(_last) AS last_partition",
+        "topic IS NULL OR min(_first) < 0 OR sum(_numbered) < sum(_rows) AS _bad",
+        "sum(_distinct) < sum(_numbered) AS _repeats")))
 
 
 def _partition_problems(partitions: DataFrame, repeating: DataFrame) -> DataFrame:

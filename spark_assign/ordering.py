@@ -8,7 +8,7 @@ string: the UTF-16BE encoding compared as bytes is exactly Java's order.
 
 from __future__ import annotations
 
-from pyspark.sql import Column, Window
+from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 
@@ -21,17 +21,23 @@ def java_order(col: Column | str) -> Column:
     return F.encode(c, "UTF-16BE")
 
 
-def kafka_member_order() -> list[Column]:
-    """Sort keys of Kafka's ``MemberInfo`` order: static members first, by
-    ``group.instance.id``, then dynamic members by member id."""
-    return [
-        F.col("group_instance_id").isNull().asc(),
-        java_order("group_instance_id").asc(),
-        java_order("member_id").asc(),
-    ]
+def java_order_sql(expr: str) -> str:
+    """:func:`java_order` of a SQL expression, as SQL text (for ``selectExpr`` and windows
+    written as text).
+
+    >>> java_order_sql("member_id")
+    "encode(member_id, 'UTF-16BE')"
+    """
+    return f"encode({expr}, 'UTF-16BE')"
+
+
+#: Kafka's ``MemberInfo`` order as the SQL text of an ORDER BY: static members first, by
+#: ``group.instance.id``, then dynamic members by member id
+KAFKA_MEMBER_ORDER = (f"group_instance_id IS NULL, {java_order_sql('group_instance_id')}, "
+                      f"{java_order_sql('member_id')}")
 
 
 def with_member_index(members, name: str = "member_index"):
     """Add the 0-based position of each member in its group, in Kafka's member order."""
-    w = Window.partitionBy("group_id").orderBy(*kafka_member_order())
-    return members.withColumn(name, F.row_number().over(w) - 1)
+    return members.selectExpr(
+        "*", f"row_number() OVER (PARTITION BY group_id ORDER BY {KAFKA_MEMBER_ORDER}) - 1 AS {name}")

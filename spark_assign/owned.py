@@ -27,7 +27,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from .inputs import owned_claims, subscriptions
-from .ordering import java_order
+from .ordering import java_order_sql
 
 #: the generation a null generation sorts as
 NO_GENERATION = -1
@@ -70,8 +70,11 @@ _SPAN = 1 << 31
 def member_ranks(members: DataFrame, name: str = "m_rank") -> DataFrame:
     """``members`` plus each member's 0-based rank in its group, in member-id order
     (Java's string order): the member key of the claim aggregation."""
-    w = Window.partitionBy("group_id").orderBy(java_order("member_id"))
-    return members.withColumn(name, F.row_number().over(w) - 1)
+    return members.selectExpr("*", f"{MEMBER_RANK} AS {name}")
+
+
+#: :func:`member_ranks`' rank, as SQL text
+MEMBER_RANK = f"row_number() OVER (PARTITION BY group_id ORDER BY {java_order_sql('member_id')}) - 1"
 
 
 def claim_aggregates(generation: str, rank: str, pos: str | None = None) -> list[Column]:
@@ -141,12 +144,16 @@ def partition_claims(members: DataFrame, partitions: DataFrame, *, subscribed_on
     )
 
 
-def free_to_take(holder: Column, co_holder: Column, member: Column) -> Column:
+def free_to_take(holder: str, co_holder: str, member: str) -> str:
     """Whether a partition may go to ``member`` this cooperative round: nobody holds
     it, or ``member`` is one of its holders (``holder``, ``co_holder``: the smallest
     and largest claimant at its highest generation). Otherwise it is transferring
-    ownership and waits one round."""
-    return holder.isNull() | (holder == member) | (co_holder == member)
+    ownership and waits one round. SQL text over the three columns.
+
+    >>> free_to_take("holder", "co_holder", "m_rank")
+    '(holder IS NULL OR holder = m_rank OR co_holder = m_rank)'
+    """
+    return f"({holder} IS NULL OR {holder} = {member} OR {co_holder} = {member})"
 
 
 def without_transfers(assignment: DataFrame, holders: DataFrame) -> DataFrame:
@@ -162,7 +169,7 @@ def without_transfers(assignment: DataFrame, holders: DataFrame) -> DataFrame:
     holders = holders.select(*tp, F.col("member_id").alias("_holder"), F.col("co_holder").alias("_co_holder"))
     return (
         assignment.join(holders, tp, "left")
-        .where(free_to_take(F.col("_holder"), F.col("_co_holder"), F.col("member_id")))
+        .where(free_to_take("_holder", "_co_holder", "member_id"))
         .select(*assignment.columns)
     )
 

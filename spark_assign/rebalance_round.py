@@ -20,6 +20,7 @@ from .inputs import MEMBER_COLUMNS, OWNED_TYPE, normalize_members
 from .lineage import in_small_call, materialize, materialize_state, stored_rows
 from .protocol import COOPERATIVE, EAGER
 from .reconcile import SERVER_RUN, reconciliation_round
+from .strategies.range import no_member_racks
 from .strategies.sticky import sticky_assignment
 
 
@@ -157,8 +158,10 @@ def run_round(prep: Prepared, state: DataFrame, rnd: int, runs: list[str], prev_
             parts.append(reconciliation_round(name, sm, p, rnd, targets))
             continue
         glags = lags.join(sm.select(_G).distinct(), _G, "left_semi") if lags is not None else None
-        parts.append(assign(sm, p, name, lags=glags, validate=False, checkpoint=not small,
-                            **run_options.get(name, {})))
+        options = run_options.get(name, {})
+        if name == "range" and no_member_racks(state):  # the plain ranges: no rack passes in the plan
+            options = {**options, "rack_aware": False}
+        parts.append(assign(sm, p, name, lags=glags, validate=False, checkpoint=not small, **options))
     if not parts:  # no group to assign (a round always has some: a guard for empty input)
         parts.append(state.select(_G, "member_id", F.lit(None).cast("string").alias("topic"),
                                   F.lit(None).cast("int").alias("partition")).limit(0))

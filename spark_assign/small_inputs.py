@@ -13,7 +13,6 @@ from pyspark.sql import DataFrame
 from .frames import sql_name
 from .lineage import decide_small_call, local_relation, relation_of, rows_within, small_call_rows, stored_rows
 
-
 #: the longest owned list the first read of :func:`decide_small_inputs` brings to the driver
 #: whole: a small call whose lists are all this short reads its members once
 SHORT_OWNED = 32

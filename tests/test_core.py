@@ -184,9 +184,14 @@ def test_quota_arithmetic_on_columns_matches_python(spark):
         max_quota(F.col("p"), 3).alias("cc3"),
         num_max_quota(F.col("p"), F.col("n")).alias("cr"),
     )
+    # the same quotas as SQL text (the sticky path's projections)
+    df = df.selectExpr("*", f"{min_quota('p', 'n')} AS cf_sql", f"{max_quota('p', 3)} AS cc3_sql",
+                       f"{num_max_quota('p', 'n')} AS cr_sql", f"{rank_for_position('p', 'n', 'pos')} AS rank_sql")
+    assert dict(df.dtypes)["cf_sql"] == dict(df.dtypes)["cf"] == "bigint"
     for r in df.collect():
         assert r["rank"] == rank_for_position(r["p"], r["n"], r["pos"])
         assert (r["cf"], r["cc3"], r["cr"]) == (r["p"] // r["n"], -(-r["p"] // 3), r["p"] % r["n"])
+        assert (r["cf_sql"], r["cc3_sql"], r["cr_sql"], r["rank_sql"]) == (r["cf"], r["cc3"], r["cr"], r["rank"])
 
 
 def test_resolve_owned_follows_highest_generation_per_partition(spark, parts):

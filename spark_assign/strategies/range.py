@@ -48,12 +48,13 @@ from __future__ import annotations
 
 import functools
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.utils import is_remote
 
 from ..errors import InvalidOptionError
 from ..frames import let
+from ..lineage import stored_rows
 from ..options import RACK_AWARE, parse_rack_aware
 from ..ordering import with_member_index
 from ..quota import rank_for_position
@@ -70,23 +71,38 @@ def _rack_mode(rack_aware) -> str:
     return {"auto": "auto", True: "force", False: "off"}[parsed]
 
 
+def no_member_racks(members: DataFrame) -> bool:
+    """Whether the members' rows, on the driver in a small call (:func:`~spark_assign.lineage.stored_rows`),
+    show that no member has a rack: then every set takes Kafka's plain ranges whatever
+    ``rack_aware`` says, and the rack-aware passes (a large expression that Spark analyzes and
+    optimizes in every plan that holds it) are left out. False when the rows are not on the driver.
+
+    >>> no_member_racks(spark.range(1))  # no rows on the driver
+    False
+    """
+    import pyarrow.compute as pc
+
+    rows = stored_rows(members)
+    if rows is None or "rack" not in rows.column_names:
+        return False
+    return not pc.any(pc.greater(pc.utf8_length(rows["rack"]), 0)).as_py()
+
+
 def _topic_metadata(partitions: DataFrame) -> DataFrame:
     """Per topic of the metadata: ``num_partitions``, ``parts`` (partition numbers in
     order), ``prs`` (replica racks per partition, same order, nulls dropped),
     ``partition_racks`` (their union) and ``min_racks`` (fewest racks of a partition)."""
-    racks = F.array_distinct(F.filter(F.coalesce("racks", F.array().cast("array<string>")), lambda r: r.isNotNull()))
-    sorted_parts = F.array_sort(F.collect_list(F.struct(F.col("partition"), racks.alias("racks"))))
+    # the plans of this module are SQL text where they can be: a projection is one JVM call,
+    # where column functions take several each (the fixed cost of a small call)
+    racks = "array_distinct(filter(coalesce(racks, CAST(array() AS array<string>)), r -> r IS NOT NULL))"
     return (
-        partitions.groupBy("topic")
-        .agg(sorted_parts.alias("_p"), F.count("*").cast("int").alias("num_partitions"))
-        .select(
-            "topic",
-            "num_partitions",
-            F.transform("_p", lambda x: x["partition"]).alias("parts"),
-            F.transform("_p", lambda x: x["racks"]).alias("prs"),
-        )
-        .withColumn("partition_racks", F.array_distinct(F.flatten("prs")))
-        .withColumn("min_racks", F.array_min(F.transform("prs", lambda r: F.size(r))))
+        partitions.groupBy("topic").agg(
+            F.expr(f"array_sort(collect_list(named_struct('partition', partition, 'racks', {racks}))) AS _p"),
+            F.expr("CAST(count(*) AS INT) AS num_partitions"))
+        .selectExpr("topic", "num_partitions", "transform(_p, x -> x.partition) AS parts",
+                    "transform(_p, x -> x.racks) AS prs")
+        .selectExpr("*", "array_distinct(flatten(prs)) AS partition_racks",
+                    "array_min(transform(prs, r -> size(r))) AS min_racks")
     )
 
 
@@ -94,15 +110,12 @@ def _topic_subscribers(members: DataFrame, partitions: DataFrame) -> DataFrame:
     """One row per (group, subscribed topic present in the metadata): the topic's
     metadata (see :func:`_topic_metadata`) and ``subscribers``, an array of
     ``struct<member_index, member_id, rack>`` in Kafka's member order (empty racks as null)."""
-    m = with_member_index(members)
-    rack = F.when(F.col("rack") != "", F.col("rack"))
-    subs = m.select(
-        "group_id", F.explode("topics").alias("topic"),
-        F.struct("member_index", "member_id", rack.alias("rack")).alias("sub"),
-    )
+    subs = with_member_index(members).selectExpr(
+        "group_id", "explode(topics) AS topic",
+        "named_struct('member_index', member_index, 'member_id', member_id, "
+        "'rack', CASE WHEN rack != '' THEN rack END) AS sub")
     return (
-        subs.groupBy("group_id", "topic")
-        .agg(F.array_sort(F.collect_list("sub")).alias("subscribers"))
+        subs.groupBy("group_id", "topic").agg(F.expr("array_sort(collect_list(sub)) AS subscribers"))
         .join(_topic_metadata(partitions), "topic")  # topics missing from the metadata are skipped
     )
 
@@ -110,21 +123,13 @@ def _topic_subscribers(members: DataFrame, partitions: DataFrame) -> DataFrame:
 def _placed(rows: DataFrame, owners: Column | None) -> DataFrame:
     """Explode rows of (group, set of topics) into assignment rows. ``owners``: rank per
     partition position (rack-aware sets), or null for Kafka's closed-form ranges."""
-    n = F.size("subscribers")
-    rows = rows.select(
-        "group_id", "subscribers", "num_partitions",
-        (owners if owners is not None else F.lit(None).cast("array<int>")).alias("owners"),
-        F.explode("topics").alias("t"),
-    )
-    exploded = rows.select(
-        "group_id", "subscribers", "num_partitions", "owners", F.col("t.topic").alias("topic"),
-        F.posexplode("t.parts").alias("pos", "partition"),
-    )
-    rank = F.coalesce(F.get("owners", F.col("pos")),
-                      rank_for_position(F.col("num_partitions"), n, F.col("pos")).cast("int"))
-    return exploded.select(
-        "group_id", F.get("subscribers", rank)["member_id"].alias("member_id"), "topic", "partition"
-    )
+    rows = rows.withColumn("owners", owners) if owners is not None else rows.selectExpr(
+        "*", "CAST(NULL AS array<int>) AS owners")
+    exploded = rows.selectExpr("group_id", "subscribers", "num_partitions", "owners", "explode(topics) AS t").selectExpr(
+        "group_id", "subscribers", "num_partitions", "owners", "t.topic AS topic", "posexplode(t.parts) AS (pos, partition)")
+    closed_form = rank_for_position("num_partitions", "size(subscribers)", "pos")
+    rank = f"coalesce(get(owners, pos), CAST({closed_form} AS INT))"
+    return exploded.selectExpr("group_id", f"get(subscribers, {rank}).member_id AS member_id", "topic", "partition")
 
 # --- the sequential passes, as SQL higher-order functions over one row per (group, topic set) ---
 # Row columns used: cons (array<string>, member racks by rank), prs (array<array<string>>, replica
@@ -222,27 +227,20 @@ def _rack_aware_sets(per_topic: DataFrame, mode: str) -> DataFrame:
     """Group topics into Kafka's co-partitioned sets and decide each set's pass:
     ``kind`` is ``plain``, ``single`` (member-by-member rack matching) or
     ``copartitioned`` (partition-by-partition rack matching over the set)."""
-    member_racks = F.array_distinct(F.filter(F.transform("subscribers", lambda x: x["rack"]), lambda r: r.isNotNull()))
-    t = per_topic.withColumn("member_racks", member_racks).withColumn("has_racks", F.size("member_racks") > 0)
-    useful = F.col("has_racks") & F.arrays_overlap("member_racks", "partition_racks")
+    t = per_topic.selectExpr(
+        "*", "array_distinct(filter(transform(subscribers, x -> x.rack), r -> r IS NOT NULL)) AS member_racks"
+    ).selectExpr("*", "size(member_racks) > 0 AS has_racks")
+    useful = "has_racks AND arrays_overlap(member_racks, partition_racks)"
     if mode == "auto":
-        useful = useful & (F.col("min_racks") < F.size("partition_racks"))
-    t = t.withColumn("needs", F.coalesce(useful, F.lit(False)))
-    sets = (
-        t.groupBy("group_id", "subscribers", "num_partitions", "has_racks")
-        .agg(
-            F.array_sort(F.collect_list(F.struct("topic", "parts", "prs"))).alias("topics"),
-            F.max(F.col("needs").cast("int")).alias("set_needs"),
-        )
-        .withColumn("group_rack_aware", F.max("set_needs").over(Window.partitionBy("group_id")) == 1)
-    )
-    kind = (
-        F.when(~F.col("group_rack_aware") | ~F.col("has_racks"), "plain")
-        .when(F.size("topics") > 1, "copartitioned")
-        .when(F.col("set_needs") == 1, "single")
-        .otherwise("plain")
-    )
-    return sets.withColumn("kind", kind)
+        useful = f"{useful} AND min_racks < size(partition_racks)"
+    sets = t.selectExpr("*", f"coalesce({useful}, false) AS needs").groupBy(
+        "group_id", "subscribers", "num_partitions", "has_racks").agg(
+        F.expr("array_sort(collect_list(named_struct('topic', topic, 'parts', parts, 'prs', prs))) AS topics"),
+        F.expr("max(CAST(needs AS INT)) AS set_needs"))
+    kind = ("CASE WHEN NOT group_rack_aware OR NOT has_racks THEN 'plain' WHEN size(topics) > 1 THEN 'copartitioned' "
+            "WHEN set_needs = 1 THEN 'single' ELSE 'plain' END")
+    return sets.selectExpr("*", "max(set_needs) OVER (PARTITION BY group_id) = 1 AS group_rack_aware").selectExpr(
+        "*", f"{kind} AS kind")
 
 
 def assign_range(
@@ -254,26 +252,19 @@ def assign_range(
     >>> assign(members, partitions, "range", rack_aware="auto")  # doctest: +SKIP
     """
     mode = _rack_mode(rack_aware)
+    if no_member_racks(members):  # every set takes the plain ranges
+        mode = "off"
     per_topic = _topic_subscribers(members, partitions)
     if mode == "off":
-        rows = per_topic.select(
-            "group_id", "subscribers", "num_partitions",
-            F.array(F.struct("topic", "parts")).alias("topics"),
-        )
+        rows = per_topic.selectExpr("group_id", "subscribers", "num_partitions",
+                                    "array(named_struct('topic', topic, 'parts', parts)) AS topics")
         return _placed(rows, None)
     sets = _rack_aware_sets(per_topic, mode)
     # a partition position matches a member when its rack is on a replica of that position
     # in every topic of the set
-    prs = F.aggregate(
-        F.slice(F.transform("topics", lambda x: x["prs"]), 2, F.size("topics")),
-        F.get("topics", 0)["prs"],
-        lambda acc, x: F.zip_with(acc, x, lambda a, b: F.array_intersect(a, b)),
-    )
-    rows = (
-        sets.withColumn("n", F.size("subscribers"))
-        .withColumn("P", F.col("num_partitions"))
-        .withColumn("q", (F.col("P") / F.col("n")).cast("int"))
-        .withColumn("cons", F.transform("subscribers", lambda x: x["rack"]))
-        .withColumn("prs", F.when(F.col("kind") != "plain", prs))
-    )
+    prs = ("aggregate(slice(transform(topics, x -> x.prs), 2, size(topics)), get(topics, 0).prs, "
+           "(acc, x) -> zip_with(acc, x, (a, b) -> array_intersect(a, b)))")
+    rows = sets.selectExpr(
+        "*", "size(subscribers) AS n", "num_partitions AS P", "CAST(num_partitions / size(subscribers) AS INT) AS q",
+        "transform(subscribers, x -> x.rack) AS cons", f"CASE WHEN kind != 'plain' THEN {prs} END AS prs")
     return _placed(rows, _owners())

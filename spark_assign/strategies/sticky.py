@@ -27,7 +27,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from ..frames import one_row
+from ..frames import one_row, sql_name
 from ..inputs import ASSIGNMENT_COLUMNS
 from ..inputs import topic_sizes as count_topic_sizes
 from ..lineage import materialize, stored_rows
@@ -44,12 +44,11 @@ def _group_kinds(members: DataFrame) -> DataFrame:
     claims owned partitions) and ``_racks`` (some member has a rack). Materialized (small)
     lazily: the path flags of :func:`sticky_assignment` read every row, computing and
     storing it (a deterministic aggregation) without an action of its own."""
-    key = F.sort_array("topics")
-    return materialize(members.groupBy(_G).agg(
-        (F.min(key) == F.max(key)).alias("_uniform"), F.min(key).alias("_topics"),
-        F.coalesce(F.max(F.size("owned")) > 0, F.lit(False)).alias("_claims"),
-        F.bool_or(F.coalesce(F.col("rack") != "", F.lit(False))).alias("_racks"),
-    ), eager=False)
+    # SQL text: one JVM call an aggregate, where column functions take several each
+    return materialize(members.groupBy(_G).agg(*map(F.expr, (
+        "min(sort_array(topics)) = max(sort_array(topics)) AS _uniform", "min(sort_array(topics)) AS _topics",
+        "coalesce(max(size(owned)) > 0, false) AS _claims", "bool_or(coalesce(rack != '', false)) AS _racks",
+    ))), eager=False)
 
 
 def _paths(kinds: DataFrame) -> dict[str, bool]:
@@ -84,12 +83,9 @@ def split_uniform(members: DataFrame, kinds: DataFrame | None = None) -> tuple[D
     """
     kinds = _group_kinds(members) if kinds is None else kinds
     # one flag per group, joined back: the member rows keep their partitioning
-    flagged = members.join(F.broadcast(kinds.select(_G, "_uniform")), _G)
-    cols = members.columns
-    return (
-        flagged.where(F.col("_uniform")).select(*cols),
-        flagged.where(~F.col("_uniform")).select(*cols),
-    )
+    flagged = members.join(F.broadcast(kinds.selectExpr(_G, "_uniform")), _G)
+    cols = [sql_name(c) for c in members.columns]
+    return flagged.where("_uniform").selectExpr(*cols), flagged.where("NOT _uniform").selectExpr(*cols)
 
 
 def sticky_assignment(

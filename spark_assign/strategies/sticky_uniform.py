@@ -68,10 +68,10 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from ..frames import one_row, union_all
+from ..frames import one_row, sql_name, union_all
 from ..inputs import BLOCK_BITS, OWNED_TYPE, partition_bit, partition_block, topic_sizes
 from ..lineage import materialize, partitioned_by
-from ..ordering import java_order
+from ..ordering import java_order, java_order_sql
 from ..owned import claim_aggregates, claim_outcome, free_to_take, member_ranks
 from ..quota import max_quota, min_quota, num_max_quota
 
@@ -84,50 +84,49 @@ MEMBER_ORDERS = ("member_id", "java_hash")
 _G = "group_id"
 
 
-def java_string_hash(col: Column | str) -> Column:
-    """Java's ``String.hashCode()`` as an unsigned 32-bit value in a long column
-    (UTF-16 code units, ``h = 31 * h + c`` modulo 2^32). ANSI-safe."""
-    c = F.col(col) if isinstance(col, str) else col
-    hx = F.hex(F.encode(c, "UTF-16BE"))
-    units = F.transform(
-        F.sequence(F.lit(0), F.greatest(F.length(hx) / 4 - 1, F.lit(-1)).cast("int")),
-        lambda i: F.conv(F.substring(hx, i * 4 + 1, 4), 16, 10).cast("long"),
-    )
-    units = F.when(F.length(hx) == 0, F.array().cast("array<long>")).otherwise(units)
-    return F.aggregate(
-        units, F.lit(0).cast("long"), lambda acc, u: F.pmod(acc * 31 + u, F.lit(1 << 32))
-    )
+def java_string_hash(column: str) -> Column:
+    """Java's ``String.hashCode()`` of a string column as an unsigned 32-bit value in a
+    long column (UTF-16 code units, ``h = 31 * h + c`` modulo 2^32). ANSI-safe."""
+    return F.expr(_java_string_hash(sql_name(column)))
 
 
-def _hashmap_bucket(col: Column | str, n: Column) -> tuple[Column, Column]:
+def _java_string_hash(expr: str) -> str:
+    """:func:`java_string_hash` of a SQL expression, as SQL text."""
+    hx = f"hex({java_order_sql(expr)})"
+    units = (f"CASE WHEN length({hx}) = 0 THEN CAST(array() AS array<bigint>) ELSE transform("
+             f"sequence(0, CAST(greatest(length({hx}) / 4 - 1, -1) AS INT)), "
+             f"i -> CAST(conv(substring({hx}, i * 4 + 1, 4), 16, 10) AS BIGINT)) END")
+    return f"aggregate({units}, CAST(0 AS BIGINT), (acc, u) -> pmod(acc * 31 + u, {1 << 32}))"
+
+
+def _hashmap_bucket(expr: str, n: str) -> tuple[str, str]:
     """Bucket of a key in a Java HashMap holding ``n`` entries (default capacity 16,
-    load factor 0.75): ``(h ^ (h >>> 16)) & (capacity - 1)``."""
-    h = java_string_hash(col)
-    spread = h.bitwiseXOR(F.shiftright(h, 16))
+    load factor 0.75): ``(h ^ (h >>> 16)) & (capacity - 1)``; SQL texts of the bucket and
+    the spread hash."""
+    h = f"({_java_string_hash(expr)})"
+    spread = f"({h} ^ shiftright({h}, 16))"
     # capacity: smallest power of two >= 16 with n <= 0.75 * capacity
-    cap = F.greatest(
-        F.lit(16).cast("long"),
-        F.pow(F.lit(2), F.ceil(F.log2(F.ceil(n / F.lit(0.75))))).cast("long"),
-    )
-    cap = F.when(cap * 3 < n * 4, cap * 2).otherwise(cap)
-    return spread.bitwiseAND(cap - 1), spread
+    cap = f"greatest(CAST(16 AS BIGINT), CAST(pow(2, ceil(log2(ceil(({n}) / 0.75D)))) AS BIGINT))"
+    cap = f"(CASE WHEN {cap} * 3 < ({n}) * 4 THEN {cap} * 2 ELSE {cap} END)"
+    return f"({spread} & ({cap} - 1))", spread
 
 
-def member_order_keys(order: str, n: Column | None = None) -> list[Column]:
-    """Sort keys of the member order in which the owned-partition quotas are handed out."""
+def member_order_keys(order: str, n: str | None = None) -> list[str]:
+    """Sort keys of the member order in which the owned-partition quotas are handed out
+    (SQL texts; ``n``: the group's member count, for ``java_hash``)."""
     if order == "member_id":
-        return [java_order("member_id")]
+        return [java_order_sql("member_id")]
     if order == "java_hash":
         if n is None:
             raise ValueError("member_order='java_hash' needs the group's member count")
         bucket, spread = _hashmap_bucket("member_id", n)
-        return [bucket, spread, java_order("member_id")]
+        return [bucket, spread, java_order_sql("member_id")]
     raise ValueError(f"unknown member_order {order!r}: expected one of {MEMBER_ORDERS}")
 
 
 def group_subscriptions(members: DataFrame) -> DataFrame:
     """Each group's (common) subscription, sorted: ``group_id, _topics``."""
-    return members.groupBy(_G).agg(F.min(F.sort_array("topics")).alias("_topics"))
+    return members.groupBy(_G).agg(F.expr("min(sort_array(topics)) AS _topics"))
 
 
 def group_layout(subscriptions: DataFrame, sizes: DataFrame) -> DataFrame:
@@ -138,8 +137,8 @@ def group_layout(subscriptions: DataFrame, sizes: DataFrame) -> DataFrame:
     distinct and non-negative, so the largest being ``num_partitions - 1`` says so)."""
     # one row per topic, small next to the partitions: broadcast (Spark cannot tell from a
     # checkpoint's estimate, and would shuffle both sides before it finds out)
-    return subscriptions.select(_G, F.explode("_topics").alias("topic")).join(F.broadcast(sizes), "topic").select(
-        _G, "topic", "num_partitions", (F.col("last_partition") == F.col("num_partitions") - 1).alias("_contiguous"))
+    return subscriptions.selectExpr(_G, "explode(_topics) AS topic").join(F.broadcast(sizes), "topic").selectExpr(
+        _G, "topic", "num_partitions", "last_partition = num_partitions - 1 AS _contiguous")
 
 
 def group_topic_sizes(members: DataFrame, partitions: DataFrame) -> DataFrame:
@@ -187,24 +186,23 @@ def rack_aware_groups(members: DataFrame, gparts: DataFrame, rack_aware) -> Data
 BROADCAST_ROWS = 100_000
 
 
-def _sorted_owned() -> Column:
+def _sorted_owned() -> str:
     """Each member's owned list sorted by ``(partition, topic)``, topics in Java
-    order: a claim's position in it is its rank among the member's claims (a
+    order (SQL text): a claim's position in it is its rank among the member's claims (a
     repeated claim is one more claim that is not used).
 
     UTF-8 order is Java's order unless a topic has a character from U+E000 up
     (Kafka's legal topic names are ASCII): only then is each topic encoded as
     UTF-16 for the sort (an element-wise lambda, several times slower)."""
-    owned = F.coalesce("owned", F.array().cast(OWNED_TYPE))
-    utf8 = F.arrays_zip(
-        F.col("owned.partition").alias("partition"),
-        F.array_repeat(F.lit(None).cast("binary"), F.size(owned)).alias("_jt"),
-        F.col("owned.topic").alias("topic"),
-    )
-    utf16 = F.transform(owned, lambda x: F.struct(
-        x["partition"].alias("partition"), java_order(x["topic"]).alias("_jt"), x["topic"].alias("topic")))
-    high = F.exists("topics", lambda t: t.rlike("[\\x{E000}-\\x{10FFFF}]"))
-    return F.sort_array(F.when(high, utf16).otherwise(utf8))
+    owned = f"coalesce(owned, CAST(array() AS {OWNED_TYPE.simpleString()}))"
+    ranked = "array<struct<partition:int,_jt:binary,topic:string>>"
+    # zipped by position, the fields named by the cast
+    utf8 = (f"CAST(arrays_zip(owned.partition, array_repeat(CAST(NULL AS BINARY), size({owned})), owned.topic) "
+            f"AS {ranked})")
+    utf16 = f"transform({owned}, x -> named_struct('partition', x.partition, '_jt', {java_order_sql('x.topic')}, " \
+            "'topic', x.topic))"
+    high = "exists(topics, t -> t RLIKE '[\\\\x{E000}-\\\\x{10FFFF}]')"
+    return f"sort_array(CASE WHEN {high} THEN {utf16} ELSE {utf8} END)"
 
 
 def assign_uniform(
@@ -238,45 +236,44 @@ def assign_uniform(
         rack_aware = "auto"
     if member_order not in MEMBER_ORDERS:
         raise ValueError(f"unknown member_order {member_order!r}: expected one of {MEMBER_ORDERS}")
-    gw = Window.partitionBy(_G)
     # racks need a member with a rack (without one, the rack steps over every partition
     # are skipped)
     use_racks = rack_aware is not False and racks
     if layout is None:
         layout = materialize(group_topic_sizes(members, partitions))
     # on the slim member rows: member ranks, N, P from the topic sizes, and the quotas as
-    # if every claim were usable (so they are in a clean group: see _route)
-    sizes = layout.groupBy(_G).agg(F.sum("num_partitions").alias("P"))
-    n_listed = F.size(F.coalesce("owned", F.array().cast(OWNED_TYPE)))
-    slim = member_ranks(members.select(_G, "member_id", "rack", n_listed.alias("n_own"))).join(
-        sizes, _G, "left").select(
-        _G, "member_id", "rack", "m_rank", "n_own", F.count("*").over(gw).alias("N"),
-        F.coalesce("P", F.lit(0)).cast("long").alias("P"))
+    # if every claim were usable (so they are in a clean group: see _route). The plans of
+    # this module are SQL text: a projection is one JVM call, where column functions take
+    # several each (the fixed cost of a small call)
+    sizes = layout.groupBy(_G).agg(F.expr("sum(num_partitions) AS P"))
+    slim = member_ranks(members.selectExpr(
+        _G, "member_id", "rack", f"size(coalesce(owned, CAST(array() AS {OWNED_TYPE.simpleString()}))) AS n_own",
+        "count(*) OVER (PARTITION BY group_id) AS N")).join(sizes, _G, "left")
     gparts: DataFrame | None = None
     if use_racks:
         gparts = materialize(group_partitions(layout, partitions))
         slim = slim.join(rack_aware_groups(members, gparts, rack_aware), _G, "left")
-        mrack = F.when(F.coalesce("use_racks", F.lit(False)) & (F.col("rack") != ""), F.col("rack"))
+        mrack = "CASE WHEN coalesce(use_racks, false) AND rack != '' THEN rack END"
     else:
-        mrack = F.lit(None).cast("string")
-    slim = slim.select(_G, "member_id", "m_rank", mrack.alias("mrack"), "N", "P", F.array().cast(
-        "array<int>").alias("_dropped"), F.col("n_own").cast("long").alias("n_own"))
+        mrack = "CAST(NULL AS STRING)"
+    slim = slim.selectExpr(_G, "member_id", "m_rank", f"{mrack} AS mrack", "N", "CAST(coalesce(P, 0) AS BIGINT) AS P",
+                           "CAST(array() AS array<int>) AS _dropped", "CAST(n_own AS BIGINT) AS n_own")
     routed = not (use_racks or per_partition)
     # routed: the quotas as if every claim were usable (final for the clean groups). The
     # per-partition route takes the quotas on its usable counts (_resolve_claims); here it
     # needs only C_f, which says whose lists are ranked
-    ranks = _quotas(slim, member_order) if routed else materialize(slim.select(
-        "*", min_quota(F.col("P"), F.col("N")).alias("C_f"), F.lit(None).cast("long").alias("kept")))
+    ranks = _quotas(slim, member_order) if routed else materialize(slim.selectExpr(
+        "*", f"{min_quota('P', 'N')} AS C_f", "CAST(NULL AS BIGINT) AS kept"))
     # the owned lists stay in the input rows: only a member claiming more than C_f
     # partitions can lose some to the quota, so only its list is ranked (sorted where it
-    # is); the others keep every claim they may use
-    ranked = F.when(F.col("_listed") > F.col("C_f"), _sorted_owned())
-    # read by the claim steps and the final query: stored (lazily, by the first, which reads
+    # is); the others keep every claim they may use.
+    # Read by the claim steps and the final query: stored (lazily, by the first, which reads
     # it all) so that the joins run and the lists are sorted once (deterministic)
-    mem0 = materialize(members.join(F.broadcast(ranks.select(
-        _G, "member_id", "m_rank", "N", "P", "mrack", F.col("n_own").alias("_listed"), "C_f", "kept")),
-        [_G, "member_id"]).select(
-        _G, "member_id", "m_rank", "N", "P", "generation", "owned", ranked.alias("_ranked"), "_listed", "mrack", "kept"),
+    mem0 = materialize(members.join(F.broadcast(ranks.selectExpr(
+        _G, "member_id", "m_rank", "N", "P", "mrack", "n_own AS _listed", "C_f", "kept")),
+        [_G, "member_id"]).selectExpr(
+        _G, "member_id", "m_rank", "N", "P", "generation", "owned",
+        f"CASE WHEN _listed > C_f THEN {_sorted_owned()} END AS _ranked", "_listed", "mrack", "kept"),
         eager=False)
 
     # -- 1. owned partitions: clean groups by blocks, the others partition by partition ---
@@ -312,13 +309,13 @@ def assign_uniform(
     mem = union_all(mems)
     filled = _deal(mem, union_all(unassigned), use_racks)
     # a partition another member still holds changes owner next round
-    free = free_to_take(F.col("holder"), F.col("co_holder"), F.col("m_rank"))
+    free = free_to_take("holder", "co_holder", "m_rank")
     if isinstance(cooperative, DataFrame):  # the cooperative groups only
-        coop = F.broadcast(cooperative.select(_G).distinct().withColumn("_coop", F.lit(True)))
-        filled = filled.join(coop, _G, "left").where(F.col("_coop").isNull() | free)
+        coop = F.broadcast(cooperative.selectExpr(_G).distinct().selectExpr(_G, "true AS _coop"))
+        filled = filled.join(coop, _G, "left").where(f"_coop IS NULL OR {free}")
     elif cooperative:
         filled = filled.where(free)
-    return filled.select(_G, "member_id", "topic", "partition").unionByName(union_all(kept))
+    return filled.selectExpr(_G, "member_id", "topic", "partition").unionByName(union_all(kept))
 
 
 def _route(mem0: DataFrame, layout: DataFrame) -> tuple[DataFrame, DataFrame | None]:
@@ -331,33 +328,30 @@ def _route(mem0: DataFrame, layout: DataFrame) -> tuple[DataFrame, DataFrame | N
     clean: one small job decides), blocks materialized, the groups broadcast."""
     # a count and a bit mask per block of claimed partition numbers (a hash aggregation to
     # a few rows per thousand claims), joined with the blocks of the subscribed topics
-    claimed = mem0.select(_G, F.inline("owned")).groupBy(_G, "topic", partition_block("partition").alias("_block")).agg(
-        F.count("*").alias("_n"), F.bit_or(partition_bit("partition")).alias("_mask"))
-    span = layout.where(F.col("num_partitions") > 0).select(
+    claimed = mem0.selectExpr(_G, "inline(owned)").selectExpr(
+        _G, "topic", f"{partition_block('partition')} AS _block", f"{partition_bit('partition')} AS _bit",
+    ).groupBy(_G, "topic", "_block").agg(F.expr("count(*) AS _n"), F.expr("bit_or(_bit) AS _mask"))
+    span = layout.where("num_partitions > 0").selectExpr(
         _G, "topic", "num_partitions", "_contiguous",
-        F.explode(F.sequence(F.lit(0), partition_block(F.col("num_partitions") - 1))).alias("_block"))
-    blocks = span.join(claimed, [_G, "topic", "_block"], "full").select(
-        _G, "topic", "_block", "num_partitions", "_contiguous", F.coalesce("_n", F.lit(0)).alias("_n"),
-        F.coalesce("_mask", F.lit(0).cast("long")).alias("_mask"))
-    width = _block_width()
+        f"explode(sequence(0, {partition_block('num_partitions - 1')})) AS _block")
+    blocks = span.join(claimed, [_G, "topic", "_block"], "full").selectExpr(
+        _G, "topic", "_block", "num_partitions", "_contiguous", "coalesce(_n, 0) AS _n",
+        "coalesce(_mask, CAST(0 AS BIGINT)) AS _mask")
     # a claim outside the subscription (no block row) or past the topic's end, a partition
     # claimed twice (fewer bits than claims), or a topic not numbered 0..n-1: not clean
-    past_end = (width < (1 << BLOCK_BITS)) & (F.call_function("shiftright", F.col("_mask"), width) != 0)
-    bad = (F.col("num_partitions").isNull() | ~F.col("_contiguous") | past_end
-           | (F.col("_n") != F.bit_count("_mask")))
+    past_end = f"({_BLOCK_WIDTH} < {1 << BLOCK_BITS} AND shiftright(_mask, {_BLOCK_WIDTH}) != 0)"
+    bad = f"num_partitions IS NULL OR NOT _contiguous OR {past_end} OR _n != bit_count(_mask)"
     # lazy: the check below computes and stores the blocks (an aggregation, deterministic),
     # so they cost no action of their own
-    blocks = materialize(blocks.select(_G, "topic", "_block", "num_partitions", "_mask", bad.alias("_bad")),
+    blocks = materialize(blocks.selectExpr(_G, "topic", "_block", "num_partitions", "_mask", f"{bad} AS _bad"),
                          eager=False)
     if blocks.where("_bad").isEmpty():
         return blocks, None
-    return blocks, F.broadcast(materialize(blocks.where("_bad").select(_G).distinct()))
+    return blocks, F.broadcast(materialize(blocks.where("_bad").selectExpr(_G).distinct()))
 
 
-def _block_width() -> Column:
-    """How many partition numbers of a topic's block exist (all but in the last block)."""
-    block = 1 << BLOCK_BITS
-    return F.least(F.lit(block), F.col("num_partitions") - F.col("_block") * block)
+#: how many partition numbers of a topic's block exist (all but in the last block), SQL text
+_BLOCK_WIDTH = f"least({1 << BLOCK_BITS}, num_partitions - _block * {1 << BLOCK_BITS})"
 
 
 def _split_clean(rows: DataFrame, blocks: DataFrame) -> tuple[DataFrame, DataFrame]:
@@ -367,23 +361,20 @@ def _split_clean(rows: DataFrame, blocks: DataFrame) -> tuple[DataFrame, DataFra
     tp = [_G, "member_id", "_tp.topic", "_tp.partition"]
     # a member that keeps its whole list needs no ranking; the lists that are cut were
     # ranked once, in the stored member rows (they give both the kept and the revoked partitions)
-    is_cut = F.col("kept") < F.col("_listed")
-    whole = rows.where(~is_cut).select(_G, "member_id", F.explode("owned").alias("_tp")).select(*tp)
-    cut = rows.where(is_cut).select(_G, "member_id", "m_rank", "kept", "_listed", "_ranked")
-    n = F.col("kept").cast("int")
+    whole = rows.where("NOT (kept < _listed)").selectExpr(_G, "member_id", "explode(owned) AS _tp").selectExpr(*tp)
+    cut = rows.where("kept < _listed").selectExpr(_G, "member_id", "m_rank", "kept", "_listed", "_ranked")
+    n = "CAST(kept AS INT)"
     kept = whole.unionByName(
-        cut.select(_G, "member_id", F.explode(F.slice("_ranked", F.lit(1), n)).alias("_tp")).select(*tp))
-    revoked = cut.select(_G, F.col("m_rank").alias("holder"), F.explode(
-        F.slice("_ranked", n + 1, F.col("_listed") - n)).alias("_tp"))
-    block = 1 << BLOCK_BITS
-    width = _block_width()
-    missing = F.when(F.col("_mask") == 0, F.sequence(F.lit(0), width - 1)).otherwise(
-        F.filter(F.sequence(F.lit(0), width - 1), lambda i: F.bit_get("_mask", i) == 0))
-    gaps = blocks.where(F.bit_count("_mask") < width).select(
-        _G, "topic", "_block", F.explode(missing).alias("_bit")).select(
-        _G, "topic", (F.col("_block") * block + F.col("_bit")).alias("partition"), F.lit(None).cast("int").alias("holder"))
-    unassigned = revoked.select(_G, "_tp.topic", "_tp.partition", "holder").unionByName(gaps)
-    return kept, unassigned.withColumn("co_holder", F.col("holder"))
+        cut.selectExpr(_G, "member_id", f"explode(slice(_ranked, 1, {n})) AS _tp").selectExpr(*tp))
+    revoked = cut.selectExpr(_G, "m_rank AS holder", f"explode(slice(_ranked, {n} + 1, _listed - {n})) AS _tp")
+    width = _BLOCK_WIDTH
+    missing = (f"CASE WHEN _mask = 0 THEN sequence(0, {width} - 1) "
+               f"ELSE filter(sequence(0, {width} - 1), i -> bit_get(_mask, i) = 0) END")
+    gaps = blocks.where(f"bit_count(_mask) < {width}").selectExpr(
+        _G, "topic", "_block", f"explode({missing}) AS _bit").selectExpr(
+        _G, "topic", f"_block * {1 << BLOCK_BITS} + _bit AS partition", "CAST(NULL AS INT) AS holder")
+    unassigned = revoked.selectExpr(_G, "_tp.topic", "_tp.partition", "holder").unionByName(gaps)
+    return kept, unassigned.selectExpr("*", "holder AS co_holder")
 
 
 def _resolve_claims(mem0: DataFrame, gparts: DataFrame, use_racks: bool) -> tuple[DataFrame, DataFrame]:
@@ -452,38 +443,28 @@ def _quotas(mem: DataFrame, member_order: str) -> DataFrame:
     kept claims stay below. Materialized (one row per member), lazily: the first query
     that reads it broadcasts all of it and stores it (windows fully ordered by unique
     member ranks: deterministic)."""
-    gw = Window.partitionBy(_G)
-    C_f, C_c, C_r = F.col("C_f"), F.col("C_c"), F.col("C_r")
-    mem = mem.select(
-        "*",
-        min_quota(F.col("P"), F.col("N")).alias("C_f"),
-        max_quota(F.col("P"), F.col("N")).alias("C_c"),
-        num_max_quota(F.col("P"), F.col("N")).alias("C_r"),
-    )
+    gw = "PARTITION BY group_id"
+    mem = mem.selectExpr(
+        "*", f"{min_quota('P', 'N')} AS C_f", f"{max_quota('P', 'N')} AS C_c", f"{num_max_quota('P', 'N')} AS C_r")
     # members that keep C_c: those owning >= C_c, the first C_r of them in member order
-    can_max = (C_r > 0) & (F.col("n_own") >= C_c)
-    max_rank = F.sum(F.when(can_max, 1).otherwise(0)).over(
-        gw.orderBy(*member_order_keys(member_order, F.col("N"))).rowsBetween(
-            Window.unboundedPreceding, Window.currentRow)
-    )
-    mem = mem.select("*", (can_max & (max_rank <= C_r)).alias("at_max"))
-    kept_n = F.when(F.col("at_max"), C_c).otherwise(F.least(F.col("n_own"), C_f)).cast("long")
-    mem = mem.select("*", kept_n.alias("kept"))
-    deficit = F.greatest(C_f - F.col("kept"), F.lit(0))
+    can_max = "(C_r > 0 AND n_own >= C_c)"
+    max_rank = (f"sum(CASE WHEN {can_max} THEN 1 ELSE 0 END) OVER ({gw} ORDER BY "
+                f"{', '.join(member_order_keys(member_order, 'N'))} ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)")
+    mem = mem.selectExpr("*", f"{can_max} AND {max_rank} <= C_r AS at_max")
+    mem = mem.selectExpr("*", "CAST(CASE WHEN at_max THEN C_c ELSE least(n_own, C_f) END AS BIGINT) AS kept")
+    deficit = "greatest(C_f - kept, 0)"
     # X members still have to reach C_c: members that kept exactly C_f (in member order),
     # then the members below C_f in the order the round-robin fills them up to C_f
     # (smaller deficit first: it is reached in an earlier round; then member order)
-    X = C_r - F.sum(F.when(F.col("at_max"), 1).otherwise(0)).over(gw)
-    e_phase = F.when(deficit > 0, 1).when(~F.col("at_max") & (F.col("kept") == C_f), 0)
-    e_rank = F.row_number().over(
-        gw.orderBy(F.coalesce(e_phase, F.lit(2)), F.when(deficit > 0, deficit).otherwise(0), "m_rank")
-    ) - 1
+    x = f"C_r - sum(CASE WHEN at_max THEN 1 ELSE 0 END) OVER ({gw})"
+    e_phase = f"CASE WHEN {deficit} > 0 THEN 1 WHEN NOT at_max AND kept = C_f THEN 0 END"
+    e_rank = (f"row_number() OVER ({gw} ORDER BY coalesce({e_phase}, 2), "
+              f"CASE WHEN {deficit} > 0 THEN {deficit} ELSE 0 END, m_rank) - 1")
     # a member keeps its first `kept` usable claims: in claim positions, those before `_t`
     # (every unused claim before the bound pushes it one further)
-    bound = F.aggregate("_dropped", F.col("kept"), lambda t, d: F.when(d < t, t + 1).otherwise(t))
-    return materialize(mem.select(
-        "*", deficit.alias("deficit"), X.alias("X"), e_phase.alias("e_phase"), e_rank.alias("e_rank"),
-        bound.alias("_t"),
+    bound = "aggregate(_dropped, kept, (t, d) -> CASE WHEN d < t THEN t + 1 ELSE t END)"
+    return materialize(mem.selectExpr(
+        "*", f"{deficit} AS deficit", f"{x} AS X", f"{e_phase} AS e_phase", f"{e_rank} AS e_rank", f"{bound} AS _t",
     ), eager=False)
 
 
@@ -501,25 +482,23 @@ def _split_resolved(pm: DataFrame, mem: DataFrame, use_racks: bool) -> tuple[Dat
 def _deal(mem: DataFrame, unassigned: DataFrame, use_racks: bool) -> DataFrame:
     """The unassigned partitions, in Kafka's order, dealt to the members' slots:
     ``group_id, member_id, m_rank, topic, partition, holder, co_holder``."""
-    gw = Window.partitionBy(_G)
-    extra = F.when(F.col("e_phase").isNotNull() & (F.col("e_rank") < F.col("X")), 1).otherwise(0)
+    extra = "CASE WHEN e_phase IS NOT NULL AND e_rank < X THEN 1 ELSE 0 END"
     # slot s < deficit is the member's turn in round s of the deal; slot s == deficit
     # is its extra partition (up to C_c), dealt after every round
-    n_slots = F.col("deficit") + extra
-    slots = mem.where(n_slots > 0).select(
+    n_slots = f"(deficit + {extra})"
+    slots = mem.where(f"{n_slots} > 0").selectExpr(
         _G, "member_id", "m_rank", "mrack", "deficit", "e_rank",
-        F.explode(F.sequence(F.lit(0).cast("long"), (n_slots - 1).cast("long"))).alias("s"),
-    )
-    is_extra = F.col("s") >= F.col("deficit")
-    slots = slots.select(
+        f"explode(sequence(CAST(0 AS BIGINT), CAST({n_slots} - 1 AS BIGINT))) AS s",
+    ).selectExpr(
         _G, "member_id", "m_rank", "mrack",
-        (F.row_number().over(gw.orderBy(
-            is_extra, F.when(is_extra, F.col("e_rank")).otherwise(F.col("s")), "m_rank")) - 1).alias("pos"),
+        "row_number() OVER (PARTITION BY group_id ORDER BY s >= deficit, "
+        "CASE WHEN s >= deficit THEN e_rank ELSE s END, m_rank) - 1 AS pos",
     )
-    base_order = [java_order("topic"), F.col("partition")]
-    if not use_racks or mem.where(F.col("mrack").isNotNull()).isEmpty():
-        unassigned = unassigned.select("*", (F.row_number().over(gw.orderBy(*base_order)) - 1).alias("pos"))
+    if not use_racks or mem.where("mrack IS NOT NULL").isEmpty():
+        unassigned = unassigned.selectExpr("*", "row_number() OVER (PARTITION BY group_id ORDER BY "
+                                           f"{java_order_sql('topic')}, partition) - 1 AS pos")
         return slots.join(unassigned, [_G, "pos"])
+    base_order = [java_order("topic"), F.col("partition")]
     return _rack_fill(mem, slots, unassigned, base_order).join(
         unassigned.select(_G, "topic", "partition", "holder", "co_holder"), [_G, "topic", "partition"]
     ).join(F.broadcast(mem.select(_G, "member_id", "m_rank")), [_G, "member_id"])
