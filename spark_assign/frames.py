@@ -27,6 +27,15 @@ def sql_name(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
+def sql_string(value: str) -> str:
+    """A string as a SQL literal, for ``selectExpr`` and ``where`` texts.
+
+    >>> sql_string("it's")
+    "'it\\\\'s'"
+    """
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
 def union_all(dfs: Sequence[DataFrame], *, allow_missing: bool = False) -> DataFrame:
     """The rows of ``dfs`` (at least one frame, matched by column name) in one DataFrame;
     ``allow_missing``: a column missing from some frames is null in their rows.
@@ -97,5 +106,5 @@ def owned_lists(assignment: DataFrame, name: str = "owned") -> DataFrame:
 
     >>> members.join(owned_lists(assignment, "_o"), ["group_id", "member_id"], "left")  # doctest: +SKIP
     """
-    return assignment.groupBy(GROUP, "member_id").agg(F.array_sort(F.collect_list(
-        F.struct("topic", F.col("partition").cast("int").alias("partition")))).alias(name))
+    return assignment.groupBy(GROUP, "member_id").agg(F.expr(
+        f"array_sort(collect_list(named_struct('topic', topic, 'partition', CAST(partition AS INT)))) AS {sql_name(name)}"))

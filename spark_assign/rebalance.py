@@ -44,8 +44,9 @@ from .assign import GROUP_PROTOCOLS, strategy_name
 from .errors import AssignmentPropertyError, InvalidOptionError, raise_if_rows
 from .frames import GROUP as _G
 from .frames import TP as _TP
-from .frames import owned_lists, union_all
+from .frames import owned_lists, sql_name, sql_string, union_all
 from .inputs import (
+    MEMBER_COLUMNS,
     OWNED_TYPE,
     ignored_claims,
     normalize_members,
@@ -228,7 +229,7 @@ def rebalance(
     targets: dict[str, DataFrame] = {}  # consumer groups: the target of the group epoch, per assignor
     while True:
         rnd = len(rounds) + 1
-        state = state.withColumn("_gen", (F.col("_base") + F.lit(rnd)).cast("int"))
+        state = state.withColumn("_gen", F.expr(f"CAST(_base + {rnd} AS INT)"))
         runs = rounds[-1].pending_runs if rounds else prep.runs  # later rounds: the pending groups' assignors
         r = run_round(prep, state, rnd, runs, rounds[-1].assignment if rounds else None, targets, lags=lags,
                        run_options=run_options, departed=departed if rnd == 1 else None)
@@ -240,11 +241,11 @@ def rebalance(
             problems.append(cooperative_violations(r.assignment.join(coop, _G, "left_semi"),
                                                    sm.join(coop, _G, "left_semi"), prep.partitions))
         if history is not None:
-            r.members = state.select(
-                _G, F.col("_gen").alias("generation"), "member_id", "group_instance_id", "rack", "topics",
-                "assignors", F.lower("_gproto").alias("protocol"))
-        pending_groups = r.summary.where("pending > 0").select(_G)
-        done = state.join(pending_groups, _G, "left_anti").select(_G).distinct()
+            r.members = state.selectExpr(
+                _G, "_gen AS generation", "member_id", "group_instance_id", "rack", "topics", "assignors",
+                "lower(_gproto) AS protocol")
+        pending_groups = r.summary.where("pending > 0").selectExpr(_G)
+        done = state.join(pending_groups, _G, "left_anti").selectExpr(_G).distinct()
         r.final = r.assignment.join(done, _G, "left_semi")
         if rnd >= max_rounds or not r.pending_runs:
             r.final = r.assignment  # groups still pending at the bound keep their last round
@@ -253,7 +254,7 @@ def rebalance(
 
     per_round = union_all([r.summary for r in rounds])  # with ``_moved_gen``, for the history
     summary = per_round.drop("_moved_gen", "_run")
-    final = union_all([r.final for r in rounds if r.final is not None]).select(_G, "member_id", *_TP)
+    final = union_all([r.final for r in rounds if r.final is not None]).selectExpr(_G, "member_id", *_TP)
     if check:  # each group's final assignment complete, unless still pending at the bound
         still = summary.where(F.col("round") == len(rounds)).where("pending > 0").select(_G)
         problems.append(validity_violations(final, normalize_members(prep.members), prep.partitions)
@@ -278,7 +279,7 @@ def _prepare(members: DataFrame, partitions: DataFrame, *, protocol_rule: str, s
     p_stored = stored_rows(partitions) is not None  # a small call's, on the driver already
     p = normalize_partitions(partitions)
     if strategy is not None:
-        m = m.withColumn("assignors", F.array(F.lit(strategy_name(strategy))))
+        m = m.withColumn("assignors", F.expr(f"array({sql_string(strategy_name(strategy))})"))
     # each group's protocol; consumer groups (KIP-848) list the broker's assignor
     m = with_group_protocols(m, extra_df, extra, group_protocol=group_protocol, strategy=strategy)
     # a small leaf: the selection and protocol plans below reuse it many times. Stored by
@@ -293,10 +294,10 @@ def _prepare(members: DataFrame, partitions: DataFrame, *, protocol_rule: str, s
     # the protocol rule: the argument, or per group from an extra ``protocol_rule`` column
     if "protocol_rule" in extra:
         assert extra_df is not None  # the columns listed in ``extra`` come from it
-        rules = extra_df.groupBy(_G).agg(F.coalesce(F.max("protocol_rule"), F.lit(protocol_rule)).alias("_rule"))
+        rules = extra_df.groupBy(_G).agg(F.expr(f"coalesce(max(protocol_rule), {sql_string(protocol_rule)}) AS _rule"))
         m = m.join(rules, _G)
     else:
-        m = m.withColumn("_rule", F.lit(protocol_rule))
+        m = m.selectExpr("*", f"{sql_string(protocol_rule)} AS _rule")
     if strategy is not None:
         # every member of a group lists the same one assignor (the forced one, or in a consumer
         # group the broker's): it is selected with every member's vote, and under either rule
@@ -312,9 +313,8 @@ def _prepare(members: DataFrame, partitions: DataFrame, *, protocol_rule: str, s
     # under EAGER every member gave up everything before the assignment, so no partition
     # is still held by another member: cooperative-sticky assigns like sticky (the
     # previous assignment is still its memory) and withholds nothing
-    m = m.withColumn("_run", F.when(
-        (F.col("assignor") == "cooperative-sticky") & (F.col("_gproto") == EAGER), F.lit("sticky")
-    ).otherwise(F.col("assignor")))
+    m = m.selectExpr("*", f"CASE WHEN assignor = 'cooperative-sticky' AND _gproto = {sql_string(EAGER)} THEN 'sticky' "
+                          "ELSE assignor END AS _run")
     m = mark_consumer_groups(m)  # they run the broker's assignor and reconcile towards its target
     # stored by the action that lists the assignors to run (no action of its own; in a small
     # call the store is the action, and the runs are read off its rows)
@@ -322,7 +322,7 @@ def _prepare(members: DataFrame, partitions: DataFrame, *, protocol_rule: str, s
     if (rows := stored_rows(m)) is not None:  # a small call's members are on the driver already
         runs = sorted(set(rows["_run"].to_pylist()))
     else:
-        runs = sorted(r._run for r in m.select("_run").distinct().collect())
+        runs = sorted(r._run for r in m.selectExpr("_run").distinct().collect())
     # every round's assignors read the partitions many times: in a small call they are stored
     # once here, and the rounds read them (and the members) without storing them again
     # (:func:`~spark_assign.rebalance_round.run_round`)
@@ -333,36 +333,33 @@ def _prepare(members: DataFrame, partitions: DataFrame, *, protocol_rule: str, s
         p = materialize(p) if small else p
     # the owner before this rebalance (also of a topic it no longer subscribes to): a
     # partition revoked in one round and handed over in the next has moved from it
-    first_owner = resolve_owned(normalize_members(m), full_p, subscribed_only=False).select(
-        _G, *_TP, F.col("member_id").alias("_first"))
+    first = [_G, *_TP, "member_id AS _first"]
+    first_owner = resolve_owned(normalize_members(m), full_p, subscribed_only=False).selectExpr(*first)
     if departed is not None:  # a departed member's partitions move when someone else gets them
         first_owner = first_owner.unionByName(
-            departed.select(_G, *_TP, F.col("member_id").alias("_first"))
-            .join(first_owner.select(_G, *_TP), [_G, *_TP], "left_anti"))
+            departed.selectExpr(*first).join(first_owner.selectExpr(_G, *_TP), [_G, *_TP], "left_anti"))
     if rejoined is not None:  # the owners are the latest generation's: the member id each held them under there
-        first_owner = first_owner.join(F.broadcast(rejoined.select(
-            _G, F.col("member_id").alias("_first"), F.col("previous_member_id").alias("_first_id"))),
-            [_G, "_first"], "left")
+        first_owner = first_owner.join(F.broadcast(rejoined.selectExpr(
+            _G, "member_id AS _first", "previous_member_id AS _first_id")), [_G, "_first"], "left")
     # per topic: the partitions this rebalance hands out, and the ones held out of it
-    sizes = full_p.groupBy("topic").agg(F.count("*").alias("_all"))
+    sizes = full_p.groupBy("topic").agg(F.expr("count(*) AS _all"))
     if unavailable is not None:
-        sizes = sizes.join(p.groupBy("topic").agg(F.count("*").alias("available")), "topic", "left").select(
-            "topic", F.coalesce("available", F.lit(0)).alias("available"),
-            (F.col("_all") - F.coalesce("available", F.lit(0))).alias("held_out"))
+        sizes = sizes.join(p.groupBy("topic").agg(F.expr("count(*) AS available")), "topic", "left").selectExpr(
+            "topic", "coalesce(available, 0) AS available", "_all - coalesce(available, 0) AS held_out")
     else:
-        sizes = sizes.select("topic", F.col("_all").alias("available"), F.lit(0).cast("long").alias("held_out"))
+        sizes = sizes.selectExpr("topic", "_all AS available", "CAST(0 AS BIGINT) AS held_out")
     # per group: the subscribed partitions it hands out and holds out (the same in every
     # round: a pending count is this less the round's assigned count, no join over the partitions)
-    needed = subscriptions(normalize_members(m)).select(_G, "topic").distinct().join(sizes, "topic").groupBy(
-        _G).agg(F.sum("available").alias("_needed"), F.sum("held_out").alias("unavailable"))
+    needed = subscriptions(normalize_members(m)).selectExpr(_G, "topic").distinct().join(sizes, "topic").groupBy(
+        _G).agg(F.expr("sum(available) AS _needed"), F.expr("sum(held_out) AS unavailable"))
     if first_generation is not None:
-        base = m.select(_G).distinct().withColumn("_base", F.lit(int(first_generation) - 1))
+        base = m.selectExpr(_G).distinct().selectExpr(_G, f"{int(first_generation) - 1} AS _base")
     else:
-        highest = m.select(_G, "generation")
+        highest = m.selectExpr(_G, "generation")
         if history is not None:
-            highest = highest.unionByName(history.history().join(m.select(_G).distinct(), _G, "left_semi").select(
-                _G, "generation"))
-        base = highest.groupBy(_G).agg((F.coalesce(F.max("generation"), F.lit(0))).alias("_base"))
+            highest = highest.unionByName(history.history().join(m.selectExpr(_G).distinct(), _G, "left_semi")
+                                          .selectExpr(_G, "generation"))
+        base = highest.groupBy(_G).agg(F.expr("coalesce(max(generation), 0) AS _base"))
     # the members with their base generation (read by every round-1 plan), the owners and
     # the needed counts (read by every round's summary): each computed once, stored by its first reader
     return Prepared(members=materialize_state(m.join(base, _G), eager=False), partitions=p,
@@ -373,15 +370,13 @@ def _prepare(members: DataFrame, partitions: DataFrame, *, protocol_rule: str, s
 def _members_after(prep: Prepared, final: DataFrame, summary: DataFrame) -> DataFrame:
     """The input members after the rebalance (:attr:`RebalanceResult.members`)."""
     m = prep.members
-    last = summary.groupBy(_G).agg(F.max("generation").alias("_lastgen"))
+    last = summary.groupBy(_G).agg(F.expr("max(generation) AS _lastgen"))
     fo = owned_lists(final, "_o")
-    after = (
-        m.join(fo, [_G, "member_id"], "left").join(last, _G)
-        .withColumn("owned", F.coalesce("_o", F.array().cast(OWNED_TYPE)).cast(OWNED_TYPE))
-        .withColumn("generation", F.col("_lastgen").cast("int"))
-        .withColumn("protocol", F.col("_gproto"))
-        .select(*normalize_members(m).columns, "protocol")
-    )
+    now = {"owned": f"CAST(coalesce(_o, CAST(array() AS {OWNED_TYPE.simpleString()})) AS "
+                    f"{OWNED_TYPE.simpleString()}) AS owned",
+           "generation": "CAST(_lastgen AS INT) AS generation", "protocol": "_gproto AS protocol"}
+    after = m.join(fo, [_G, "member_id"], "left").join(last, _G).selectExpr(
+        *[now.get(c, sql_name(c)) for c in (*MEMBER_COLUMNS, "protocol")])
     if prep.extra_df is not None:
         after = after.join(prep.extra_df, [_G, "member_id"], "left")
     return after

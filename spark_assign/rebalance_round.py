@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 from .assign import assign
 from .frames import GROUP as _G
 from .frames import TP as _TP
-from .frames import one_row, owned_lists, per_group, union_all
+from .frames import one_row, owned_lists, per_group, sql_name, sql_string, union_all
 from .inputs import MEMBER_COLUMNS, OWNED_TYPE, normalize_members
 from .lineage import in_small_call, materialize, materialize_state, stored_rows
 from .protocol import COOPERATIVE, EAGER
@@ -71,10 +71,10 @@ class Round:
 def _owned_rows(members: DataFrame, partitions: DataFrame, *columns: str) -> DataFrame:
     """One row per distinct owned partition of each member that is in ``partitions``:
     ``group_id, member_id, *columns, topic, partition`` (``columns``: member columns carried along)."""
+    cols = [_G, "member_id", *columns]
     return (
-        members.select(_G, "member_id", *columns, F.explode(F.array_distinct("owned")).alias("tp"))
-        .select(_G, "member_id", *columns, "tp.topic", "tp.partition")
-        .join(partitions.select(*_TP), _TP, "left_semi")
+        members.selectExpr(*cols, "explode(array_distinct(owned)) AS tp").selectExpr(*cols, "tp.topic", "tp.partition")
+        .join(partitions.selectExpr(*_TP), _TP, "left_semi")
     )
 
 
@@ -109,11 +109,11 @@ def _sticky_together(state: DataFrame, p: DataFrame, together: list[str], rnd: i
     """The assignment of the groups of the runs ``together`` (:func:`sticky_runs`) by one
     sticky assignment: the cooperative groups withhold the partitions changing owner, the
     consumer groups' part is their group epoch's target (:func:`reconciliation_round`)."""
-    consumer = F.col("_run").startswith(SERVER_RUN)  # the broker's uniform: no generations, no racks
-    sm = state.where(F.col("_run").isin(*together)).select(*[
-        F.when(~consumer, F.col(c)).alias(c) if c in ("generation", "rack") else c for c in columns])
+    consumer = f"startswith(_run, {sql_string(SERVER_RUN)})"  # the broker's uniform: no generations, no racks
+    sm = state.where(f"_run IN ({', '.join(map(sql_string, together))})").selectExpr(*[
+        f"CASE WHEN NOT {consumer} THEN {c} END AS {c}" if c in ("generation", "rack") else c for c in columns])
     # the cooperative groups (sticky_assignment takes their distinct ids, broadcast)
-    coop = state.where(F.col("_run") == "cooperative-sticky").select(_G) if "cooperative-sticky" in together else False
+    coop = state.where("_run = 'cooperative-sticky'").selectExpr(_G) if "cooperative-sticky" in together else False
     opts = next((run_options.get(r, {}) for r in together if not r.startswith(SERVER_RUN)), {})
     # the inputs materialized as assign() does (the assignment reads them many times); in a
     # small call they are short plans over local relations already (:func:`run_round`)
@@ -153,45 +153,37 @@ def run_round(prep: Prepared, state: DataFrame, rnd: int, runs: list[str], prev_
     for name in runs:
         if name in together:
             continue
-        sm = state.where(F.col("_run") == name).select(*columns)
+        sm = state.where(f"_run = {sql_string(name)}").selectExpr(*columns)
         if name.startswith(SERVER_RUN):  # KIP-848: the group epoch's target, then its hand-over
             parts.append(reconciliation_round(name, sm, p, rnd, targets))
             continue
-        glags = lags.join(sm.select(_G).distinct(), _G, "left_semi") if lags is not None else None
+        glags = lags.join(sm.selectExpr(_G).distinct(), _G, "left_semi") if lags is not None else None
         options = run_options.get(name, {})
         if name == "range" and no_member_racks(state):  # the plain ranges: no rack passes in the plan
             options = {**options, "rack_aware": False}
         parts.append(assign(sm, p, name, lags=glags, validate=False, checkpoint=not small, **options))
     if not parts:  # no group to assign (a round always has some: a guard for empty input)
-        parts.append(state.select(_G, "member_id", F.lit(None).cast("string").alias("topic"),
-                                  F.lit(None).cast("int").alias("partition")).limit(0))
-    round_gens = state.select(_G, "_gen").distinct()  # one row per group
-    a = materialize(union_all(parts).join(round_gens, _G).select(
-        _G, F.col("_gen").alias("generation"), F.lit(rnd).alias("round"), "member_id", *_TP))
+        parts.append(state.selectExpr(_G, "member_id", "CAST(NULL AS STRING) AS topic",
+                                      "CAST(NULL AS INT) AS partition").limit(0))
+    round_gens = state.selectExpr(_G, "_gen").distinct()  # one row per group
+    in_round = [_G, "_gen AS generation", f"{rnd} AS round", "member_id", *_TP]
+    a = materialize(union_all(parts).join(round_gens, _G).selectExpr(*in_round))
     # revocations: EAGER gives up everything; COOPERATIVE what it no longer gets;
     # a member that held under COOPERATIVE and now faces an EAGER assignor (dynamic rule) loses
-    is_lost = (F.col("_rule") == "dynamic") & (F.col("protocol") == COOPERATIVE) & (F.col("_gproto") == EAGER)
-    kept_flag = a.select(_G, "member_id", *_TP, F.lit(True).alias("_kept"))  # one row per partition
-    rev = (
-        owned.join(kept_flag, [_G, "member_id", *_TP], "left")
-        .withColumn("kind", F.when(is_lost, F.lit("lost")).when(
-            (F.col("_proto") == EAGER) | F.col("_kept").isNull(), F.lit("revoked")))
-        .where(F.col("kind").isNotNull())
-        .select(_G, F.col("_gen").alias("generation"), F.lit(rnd).alias("round"), "member_id", *_TP, "kind")
-    )
+    is_lost = f"_rule = 'dynamic' AND protocol = {sql_string(COOPERATIVE)} AND _gproto = {sql_string(EAGER)}"
+    kept_flag = a.selectExpr(_G, "member_id", *_TP, "true AS _kept")  # one row per partition
+    kind = f"CASE WHEN {is_lost} THEN 'lost' WHEN _proto = {sql_string(EAGER)} OR _kept IS NULL THEN 'revoked' END"
+    rev = owned.join(kept_flag, [_G, "member_id", *_TP], "left").selectExpr(*in_round, f"{kind} AS kind").where(
+        "kind IS NOT NULL")
     if departed is not None:
-        rev = rev.unionByName(
-            departed.join(round_gens, _G).select(
-                _G, F.col("_gen").alias("generation"), F.lit(rnd).alias("round"), "member_id", *_TP,
-                F.coalesce("kind", F.lit("revoked")).alias("kind"))
-        )
+        rev = rev.unionByName(departed.join(round_gens, _G).selectExpr(*in_round, "coalesce(kind, 'revoked') AS kind"))
     rev = materialize(rev)
     s = round_summary(prep, state, a, rev, rnd, prev_a)
     # one action computes and stores the summary and lists the runs of the groups still pending
     # (in a small call the store was that action: its rows are on the driver already)
     rows = stored_rows(s)
     if rows is None:
-        pending = one_row(s.agg(F.collect_set(F.when(F.col("pending") > 0, F.col("_run")))))[0]
+        pending = one_row(s.agg(F.expr("collect_set(CASE WHEN pending > 0 THEN _run END)")))[0]
     else:
         pending = {run for run, n in zip(rows["_run"].to_pylist(), rows["pending"].to_pylist())
                    if n is not None and n > 0 and run is not None}
@@ -214,44 +206,42 @@ def round_summary(prep: Prepared, state: DataFrame, a: DataFrame, rev: DataFrame
     # One aggregation by partition gives each assigned partition its owners, one by group
     # sums everything: 2 shuffles, where per-group aggregates joined back took a dozen
     tp = [_G, *_TP]
-    none = F.lit(None).cast("string")
+    none = "CAST(NULL AS STRING)"
     fo = prep.first_owner
-    sides = [a.select(*tp, F.col("member_id").alias("_a"), none.alias("_prev"), none.alias("_first"),
-                      none.alias("_first_id")),
-             fo.select(*tp, none.alias("_a"), none.alias("_prev"), "_first",
-                       (F.col("_first_id") if "_first_id" in fo.columns else none).alias("_first_id"))]
+    sides = [a.selectExpr(*tp, "member_id AS _a", f"{none} AS _prev", f"{none} AS _first", f"{none} AS _first_id"),
+             fo.selectExpr(*tp, f"{none} AS _a", f"{none} AS _prev", "_first",
+                           f"{'_first_id' if '_first_id' in fo.columns else none} AS _first_id")]
     if prev_a is not None:
-        sides.append(prev_a.select(*tp, none.alias("_a"), F.col("member_id").alias("_prev"), none.alias("_first"),
-                                   none.alias("_first_id")))
+        sides.append(prev_a.selectExpr(*tp, f"{none} AS _a", "member_id AS _prev", f"{none} AS _first",
+                                       f"{none} AS _first_id"))
     owners = union_all(sides).groupBy(*tp).agg(
-        *[F.max(c).alias(c) for c in ("_a", "_prev", "_first", "_first_id")]).where(F.col("_a").isNotNull())
+        *[F.expr(f"max({c}) AS {c}") for c in ("_a", "_prev", "_first", "_first_id")]).where("_a IS NOT NULL")
     if prev_a is None:
-        moved = F.col("_first") != F.col("_a")
-        moved_gen = (F.coalesce("_first_id", "_first") != F.col("_a")) if prep.owned_is_latest else None
+        moved = "_first != _a"
+        moved_gen = "coalesce(_first_id, _first) != _a" if prep.owned_is_latest else None
     else:
-        moved = F.coalesce("_prev", "_first") != F.col("_a")
-        moved_gen = F.col("_prev") != F.col("_a")
-    flag = lambda c: F.when(c, 1).otherwise(0)  # noqa: E731
+        moved = "coalesce(_prev, _first) != _a"
+        moved_gen = "_prev != _a"
+    flag = "CASE WHEN {} THEN 1 ELSE 0 END".format
     rows = union_all([
-        owners.select(_G, F.lit(1).alias("assigned"), flag(moved).alias("moved"),
-                      (flag(moved_gen) if moved_gen is not None else F.lit(None).cast("int")).alias("_moved_gen")),
-        rev.select(_G, flag(F.col("kind") == "revoked").alias("revoked"), flag(F.col("kind") == "lost").alias("lost")),
-        state.select(_G, F.lit(1).alias("_member"), "assignor", "votes", F.col("_gproto").alias("protocol"), "_gen",
-                     "_run"),
-        prep.needed.select(_G, "_needed", "unavailable"),
+        owners.selectExpr(_G, "1 AS assigned", f"{flag(moved)} AS moved",
+                          f"{flag(moved_gen) if moved_gen is not None else 'CAST(NULL AS INT)'} AS _moved_gen"),
+        rev.selectExpr(_G, flag("kind = 'revoked'") + " AS revoked", flag("kind = 'lost'") + " AS lost"),
+        state.selectExpr(_G, "1 AS _member", "assignor", "votes", "_gproto AS protocol", "_gen", "_run"),
+        prep.needed.selectExpr(_G, "_needed", "unavailable"),
     ], allow_missing=True)
     constant = ("assignor", "votes", "protocol", "_gen", "_run", "_needed", "unavailable")  # one value per group
-    s = rows.groupBy(_G).agg(
-        F.sum("_member").alias("members"), *[F.max(c).alias(c) for c in constant],
-        *[F.sum(c).alias(c) for c in ("assigned", "moved", "_moved_gen", "revoked", "lost")],
-    ).where(F.col("members") > 0)  # the groups of this round
-    s = s.withColumn("pending", F.coalesce("_needed", F.lit(0)) - F.coalesce("assigned", F.lit(0)))
-    return materialize_state(s.select(
-        _G, F.lit(rnd).alias("round"), F.col("_gen").alias("generation"), "assignor",
-        F.col("votes").cast("long").alias("votes"), "protocol", F.col("members").cast("long").alias("members"),
-        *[F.coalesce(c, F.lit(0)).cast("long").alias(c) for c in
-          ("assigned", "pending", "unavailable", "revoked", "lost", "moved")],
-        F.col("_moved_gen").cast("long").alias("_moved_gen"), "_run",
+    counts = ("assigned", "moved", "_moved_gen", "revoked", "lost")
+    s = rows.groupBy(_G).agg(*map(F.expr, (
+        "sum(_member) AS members", *[f"max({c}) AS {c}" for c in constant], *[f"sum({c}) AS {c}" for c in counts],
+    ))).where("members > 0")  # the groups of this round
+    s = s.selectExpr("*", "coalesce(_needed, 0) - coalesce(assigned, 0) AS pending")
+    return materialize_state(s.selectExpr(
+        _G, f"{rnd} AS round", "_gen AS generation", "assignor", "CAST(votes AS BIGINT) AS votes", "protocol",
+        "CAST(members AS BIGINT) AS members",
+        *[f"CAST(coalesce({c}, 0) AS BIGINT) AS {c}"
+          for c in ("assigned", "pending", "unavailable", "revoked", "lost", "moved")],
+        "CAST(_moved_gen AS BIGINT) AS _moved_gen", "_run",
     ), eager=False)
 
 
@@ -259,11 +249,10 @@ def next_round_state(state: DataFrame, a: DataFrame, pending_groups: DataFrame) 
     """The pending groups' members rejoin with ``owned`` = this round's assignment, at
     this round's generation."""
     new_owned = owned_lists(a, "_o")
-    return materialize_state(
-        state.join(pending_groups, _G, "left_semi")
-        .join(new_owned, [_G, "member_id"], "left")
-        .withColumn("owned", F.coalesce("_o", F.array().cast(OWNED_TYPE)).cast(OWNED_TYPE))
-        .withColumn("generation", F.col("_gen"))
-        .withColumn("protocol", F.col("_gproto"))
-        .drop("_o", "_gen")
-    )
+    joined = state.join(pending_groups, _G, "left_semi").join(new_owned, [_G, "member_id"], "left")
+    now = {"owned": f"CAST(coalesce(_o, CAST(array() AS {OWNED_TYPE.simpleString()})) AS "
+                    f"{OWNED_TYPE.simpleString()}) AS owned",
+           "generation": "_gen AS generation", "protocol": "_gproto AS protocol"}
+    cols = [c for c in joined.columns if c not in ("_o", "_gen")]
+    return materialize_state(joined.selectExpr(*[now.get(c, sql_name(c)) for c in cols],
+                                               *[v for c, v in now.items() if c not in cols]))
