@@ -114,7 +114,7 @@ def replay_batched(state: ReplayState, steps: DataFrame, roster_rows: DataFrame,
     # what the members own going into step k + 1: step k's assignment, with their instance ids
     owned = _unpair(first.join(roster.select(_G, "step", "member_id", "group_instance_id"), [_G, "member_id"]))
     owned = owned.select(pair_id(F.col("step") + 1).alias(_G), "member_id", "group_instance_id",
-                         unscope("topic").alias("topic"), "partition")
+                         F.expr(unscope()).alias("topic"), "partition")
 
     # 2. the step loop's phases, once over every pair: members depart or are inherited,
     # generations continue, the rebalance records its rounds

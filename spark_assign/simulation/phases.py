@@ -22,11 +22,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from pyspark.sql import Column, DataFrame, Row
+from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
 from ..frames import GROUP as _G
-from ..frames import one_row, per_group, union_all
+from ..frames import one_row, per_group, sql_name, union_all
 from ..inputs import OWNED_TYPE
 from ..lineage import in_small_call, materialize_state, stored_rows
 from ..rebalance import rebalance
@@ -35,24 +35,26 @@ from ..rebalance import rebalance
 SCOPE = "\u001f"
 
 
-def scope(col: Column | str = "topic") -> Column:
-    """``group_id`` + :data:`SCOPE` + the topic: one group's own copy of a topic."""
-    c = F.col(col) if isinstance(col, str) else col
-    return F.concat(F.col(_G), F.lit(SCOPE), c)
+def scope(topic: str = "topic") -> str:
+    """``group_id`` + :data:`SCOPE` + the topic: one group's own copy of a topic (SQL text
+    over ``topic``, a SQL expression).
+
+    >>> scope()
+    'concat(group_id, chr(31), topic)'
+    """
+    return f"concat(group_id, chr({ord(SCOPE)}), {topic})"
 
 
 def scoped_partitions(meta: DataFrame) -> DataFrame:
     """Every partition of ``meta`` (``group_id, topic, partitions``) as ``topic, partition``,
     the topic group-scoped (:func:`scope`): the metadata of a rebalance over those groups."""
-    return meta.select(
-        _G, "topic", F.explode(F.sequence(F.lit(0), F.col("partitions") - 1)).alias("partition")
-    ).where(F.col("partition") >= 0).select(scope("topic").alias("topic"), F.col("partition").cast("int"))
+    return meta.selectExpr(_G, "topic", "explode(sequence(0, partitions - 1)) AS partition").where(
+        "partition >= 0").selectExpr(f"{scope()} AS topic", "CAST(partition AS INT) AS partition")
 
 
-def unscope(col: Column | str = "topic") -> Column:
-    """The topic of a group-scoped topic name."""
-    c = F.col(col) if isinstance(col, str) else col
-    return F.substring_index(c, SCOPE, -1)
+def unscope(topic: str = "topic") -> str:
+    """The topic of a group-scoped topic name (SQL text over ``topic``, a SQL expression)."""
+    return f"substring_index({topic}, chr({ord(SCOPE)}), -1)"
 
 
 @dataclass
@@ -153,35 +155,35 @@ def _carry_ownership(state: ReplayState, step: Step, dep_kinds: DataFrame,
     Returns ``(owned now, departed, released)``, lazy plans over the stored state (the
     departed partitions stored by their first reader)."""
     sk, roster = step.groups, step.roster
-    ok = state.owned.join(per_group(sk.select(_G)), _G, "left_semi")
-    in_roster = roster.select(_G, "member_id")
+    ok = state.owned.join(per_group(sk.selectExpr(_G)), _G, "left_semi")
+    in_roster = roster.selectExpr(_G, "member_id")
     stay = ok.join(in_roster, [_G, "member_id"], "left_semi")
     gone = ok.join(in_roster, [_G, "member_id"], "left_anti")
-    heirs = roster.where(F.col("group_instance_id").isNotNull()).select(
-        _G, F.col("member_id").alias("_heir"), F.col("group_instance_id").alias("_hiid"))
-    inherited = gone.join(heirs, [_G]).where(F.col("group_instance_id") == F.col("_hiid")).select(
-        _G, F.col("_heir").alias("member_id"), F.col("_hiid").alias("group_instance_id"), "topic", "partition")
-    departed = gone.join(inherited.select(_G, "topic", "partition"), [_G, "topic", "partition"], "left_anti")
-    departed = departed.join(dep_kinds.where(F.col("step") == step.k).drop("step"), [_G, "member_id"], "left")
+    heirs = roster.where("group_instance_id IS NOT NULL").selectExpr(
+        _G, "member_id AS _heir", "group_instance_id AS _hiid")
+    inherited = gone.join(heirs, [_G]).where("group_instance_id = _hiid").selectExpr(
+        _G, "_heir AS member_id", "_hiid AS group_instance_id", "topic", "partition")
+    departed = gone.join(inherited.selectExpr(_G, "topic", "partition"), [_G, "topic", "partition"], "left_anti")
+    departed = departed.join(dep_kinds.where(f"step = {int(step.k)}").drop("step"), [_G, "member_id"], "left")
     # read by the held state, the flags and the rebalance: stored by the first of them
     departed = materialize_state(departed, eager=False)
     # delayed resolution: returns take their partitions back, deadlines release them
-    at_delay = per_group(sk.select(_G, "at", "_delay"))
+    at_delay = per_group(sk.selectExpr(_G, "at", "_delay"))
     hk = state.held.join(at_delay, _G)
-    back = hk.join(roster.select(_G, F.col("member_id").alias("_rm"), F.col("group_instance_id").alias("_riid")),
-                   [_G]).where((F.col("_rm") == F.col("member_id")) | (F.col("_riid") == F.col("group_instance_id")))
-    back = back.select(_G, F.col("_rm").alias("member_id"), F.col("_riid").alias("group_instance_id"),
-                       "topic", "partition").dropDuplicates([_G, "topic", "partition"])
-    hk_rest = hk.join(back.select(_G, "topic", "partition"), [_G, "topic", "partition"], "left_anti")
-    released = hk_rest.where(F.col("deadline") <= F.col("at"))
+    back = hk.join(roster.selectExpr(_G, "member_id AS _rm", "group_instance_id AS _riid"), [_G]).where(
+        "_rm = member_id OR _riid = group_instance_id")
+    back = back.selectExpr(_G, "_rm AS member_id", "_riid AS group_instance_id", "topic", "partition").dropDuplicates(
+        [_G, "topic", "partition"])
+    hk_rest = hk.join(back.selectExpr(_G, "topic", "partition"), [_G, "topic", "partition"], "left_anti")
+    released = hk_rest.where("deadline <= at")
     if any_delay:
         new_held = (
-            hk_rest.where(F.col("deadline") > F.col("at")).select(state.held.columns)
-            .unionByName(departed.join(at_delay, _G).where(F.col("_delay") > 0).select(
-                _G, "member_id", "group_instance_id", "topic", "partition",
-                (F.col("at") + F.col("_delay")).alias("deadline")))
+            hk_rest.where("deadline > at").selectExpr(*map(sql_name, state.held.columns))
+            .unionByName(departed.join(at_delay, _G).where("_delay > 0").selectExpr(
+                _G, "member_id", "group_instance_id", "topic", "partition", "at + _delay AS deadline"))
         )
-        state.held = materialize_state(state.held.join(per_group(sk.select(_G)), _G, "left_anti").unionByName(new_held))
+        state.held = materialize_state(state.held.join(per_group(sk.selectExpr(_G)), _G, "left_anti").unionByName(
+            new_held))
     # a lazy plan over stored state, read by the rebalance's members and by the stored owned state
     return stay.unionByName(inherited).unionByName(back), departed, released
 
@@ -193,12 +195,13 @@ def _rebalance_flags(step: Step, departed: DataFrame, released: DataFrame) -> Da
     stored rows, nothing to look up)."""
     columns = (_G, "at", "step", "kinds", "rebalanced", "_rule", "_gp", "_hb", "_strategy")
     if step.flags is not None and step.flags.all_trigger:  # nothing to look up
-        return step.groups.withColumn("rebalanced", F.lit(True)).select(*columns)
-    rel = released.select(_G).distinct().withColumn("_rel", F.lit(True))
-    dep = departed.select(_G).distinct().withColumn("_dep", F.lit(True))
-    flags = step.groups.join(per_group(rel), _G, "left").join(per_group(dep), _G, "left").withColumn(
-        "rebalanced", F.col("triggers") | F.col("_rel").isNotNull() | F.col("_dep").isNotNull())
-    return materialize_state(flags.select(*columns), eager=False)
+        return step.groups.selectExpr(*[("true AS rebalanced" if c == "rebalanced" else c) for c in columns])
+    rel = released.selectExpr(_G).distinct().selectExpr(_G, "true AS _rel")
+    dep = departed.selectExpr(_G).distinct().selectExpr(_G, "true AS _dep")
+    flags = step.groups.join(per_group(rel), _G, "left").join(per_group(dep), _G, "left")
+    rebalanced = "triggers OR _rel IS NOT NULL OR _dep IS NOT NULL AS rebalanced"
+    return materialize_state(flags.selectExpr(*[(rebalanced if c == "rebalanced" else c) for c in columns]),
+                             eager=False)
 
 
 def _any_rebalanced(flags: DataFrame) -> bool:
@@ -220,37 +223,37 @@ def _rebalance_step(state: ReplayState, step: Step, flags: DataFrame, rb_groups:
     members = _members_for(step.roster.join(rb_groups, _G, "left_semi"), owned_now, state.groups, flags)
     scoped_meta = state.meta.join(rb_groups, _G, "left_semi")
     scoped_parts = scoped_partitions(scoped_meta)
-    unavailable = state.held.join(rb_groups, _G, "left_semi").select(scope("topic").alias("topic"), "partition")
-    scoped_lags = (state.lags.join(rb_groups, _G, "left_semi").select(_G, scope("topic").alias("topic"),
-                                                                      "partition", "lag")
+    unavailable = state.held.join(rb_groups, _G, "left_semi").selectExpr(f"{scope()} AS topic", "partition")
+    scoped_lags = (state.lags.join(rb_groups, _G, "left_semi").selectExpr(_G, f"{scope()} AS topic", "partition", "lag")
                    if state.lags is not None else None)
-    dep_rows = departed.join(rb_groups, _G, "left_semi").select(
-        _G, "member_id", scope("topic").alias("topic"), "partition", "kind")
+    dep_rows = departed.join(rb_groups, _G, "left_semi").selectExpr(
+        _G, "member_id", f"{scope()} AS topic", "partition", "kind")
     r = rebalance(members, scoped_parts, lags=scoped_lags, protocol_rule=protocol_rule, max_rounds=max_rounds,
                   unavailable=unavailable, departed=dep_rows, validate=False, strategy=strategy, **options)
-    last = r.summary.groupBy(_G).agg(F.max_by(F.struct("generation", "protocol"), "round").alias("_l"))
-    state.groups = materialize_state(state.groups.join(per_group(last.select(_G)), _G, "left_anti").unionByName(
-        last.select(_G, F.col("_l.generation").alias("generation"), F.col("_l.protocol").alias("protocol"))))
+    last = r.summary.groupBy(_G).agg(F.expr(
+        "max_by(named_struct('generation', generation, 'protocol', protocol), round) AS _l"))
+    state.groups = materialize_state(state.groups.join(per_group(last.selectExpr(_G)), _G, "left_anti").unionByName(
+        last.selectExpr(_G, "_l.generation AS generation", "_l.protocol AS protocol")))
     # a consumer group's hand-over comes one heartbeat after its group epoch
-    at = F.col("at") + F.when(F.col("_gp") == "consumer", (F.col("round") - 1) * F.col("_hb")).otherwise(0)
+    at = "at + CASE WHEN _gp = 'consumer' THEN (round - 1) * _hb ELSE 0 END"
     _add_step_output(out, "generations", r.summary.join(
-        per_group(flags.select(_G, "at", "step", "kinds", "_gp", "_hb")), _G).select(
-        _G, "generation", "round", "step", F.timestamp_millis(at).alias("at"),
-        F.col("kinds").alias("event_kinds"), F.col("assignor").alias("strategy"), "protocol", "members",
-        "assigned", (F.col("pending") + F.col("unavailable")).alias("unassigned"), "moved", "revoked", "lost"))
+        per_group(flags.selectExpr(_G, "at", "step", "kinds", "_gp", "_hb")), _G).selectExpr(
+        _G, "generation", "round", "step", f"timestamp_millis({at}) AS at", "kinds AS event_kinds",
+        "assignor AS strategy", "protocol", "members", "assigned", "pending + unavailable AS unassigned", "moved",
+        "revoked", "lost"))
     # a step's revocations and rows grow with its partitions: stored by the session's policy
     # even in a small replay, so that the driver never holds every step's (the generations
     # and step stats above are a row per group and round)
-    out.revocations.append(materialize_state(r.revocations.withColumn("topic", unscope("topic")), accumulates=True))
+    out.revocations.append(materialize_state(r.revocations.withColumn("topic", F.expr(unscope())), accumulates=True))
     if keep_rows:  # the rounds' rows with the lags of the step, recorded at the end
-        rows = r.assignments.select(_G, "generation", "member_id", "topic", "partition")
+        rows = r.assignments.selectExpr(_G, "generation", "member_id", "topic", "partition")
         if scoped_lags is not None:
             rows = rows.join(scoped_lags, [_G, "topic", "partition"], "left")
         else:
-            rows = rows.withColumn("lag", F.lit(None).cast("long"))
-        out.rows.append(materialize_state(rows.withColumn("topic", unscope("topic")), accumulates=True))
-    return r.final.join(step.roster.select(_G, "member_id", "group_instance_id"), [_G, "member_id"]).select(
-        _G, "member_id", "group_instance_id", unscope("topic").alias("topic"), "partition")
+            rows = rows.selectExpr("*", "CAST(NULL AS BIGINT) AS lag")
+        out.rows.append(materialize_state(rows.withColumn("topic", F.expr(unscope())), accumulates=True))
+    return r.final.join(step.roster.selectExpr(_G, "member_id", "group_instance_id"), [_G, "member_id"]).selectExpr(
+        _G, "member_id", "group_instance_id", f"{unscope()} AS topic", "partition")
 
 
 def _lag_rows(lag_ev: DataFrame, meta: DataFrame) -> DataFrame:
@@ -266,40 +269,37 @@ def _lag_rows(lag_ev: DataFrame, meta: DataFrame) -> DataFrame:
 
 def _members_for(roster: DataFrame, owned: DataFrame, group_state: DataFrame, flags: DataFrame) -> DataFrame:
     """The members of a rebalance, in the input contract, with group-scoped topics."""
-    o = owned.groupBy(_G, "member_id").agg(F.array_sort(F.collect_list(
-        F.struct(scope("topic").alias("topic"), F.col("partition").cast("int").alias("partition")))).alias("_o"))
-    return (
-        roster.join(o, [_G, "member_id"], "left").join(per_group(group_state), _G, "left")
-        .join(per_group(flags.select(_G, F.col("_rule").alias("protocol_rule"), F.col("_gp").alias("group_protocol"),
-                           F.when(F.col("_gp") == "consumer", F.col("_strategy")).alias("remote_assignor"))), _G)
-        .select(
-            _G, "member_id", "group_instance_id", "rack",
-            F.transform(F.coalesce("topics", F.array().cast("array<string>")),
-                        lambda t: F.concat(F.col(_G), F.lit(SCOPE), t)).alias("topics"),
-            F.coalesce("_o", F.array().cast(OWNED_TYPE)).cast(OWNED_TYPE).alias("owned"),
-            # the group's last generation, whoever owns what: the rebalance numbers its
-            # rounds on from it (a group that emptied, or whose members own nothing, too)
-            F.col("generation").cast("int").alias("generation"),
-            "assignors",
-            F.when(F.col("_o").isNotNull(), F.col("protocol")).alias("protocol"),
-            "protocol_rule", "group_protocol", "remote_assignor",
-        )
+    o = owned.groupBy(_G, "member_id").agg(F.expr(
+        f"array_sort(collect_list(named_struct('topic', {scope()}, 'partition', CAST(partition AS INT)))) AS _o"))
+    group_flags = flags.selectExpr(_G, "_rule AS protocol_rule", "_gp AS group_protocol",
+                                   "CASE WHEN _gp = 'consumer' THEN _strategy END AS remote_assignor")
+    return roster.join(o, [_G, "member_id"], "left").join(per_group(group_state), _G, "left").join(
+        per_group(group_flags), _G).selectExpr(
+        _G, "member_id", "group_instance_id", "rack",
+        f"transform(coalesce(topics, CAST(array() AS array<string>)), t -> {scope('t')}) AS topics",
+        f"CAST(coalesce(_o, CAST(array() AS {OWNED_TYPE.simpleString()})) AS {OWNED_TYPE.simpleString()}) AS owned",
+        # the group's last generation, whoever owns what: the rebalance numbers its
+        # rounds on from it (a group that emptied, or whose members own nothing, too)
+        "CAST(generation AS INT) AS generation",
+        "assignors",
+        "CASE WHEN _o IS NOT NULL THEN protocol END AS protocol",
+        "protocol_rule", "group_protocol", "remote_assignor",
     )
 
 
 def _step_stats(flags: DataFrame, roster: DataFrame, meta: DataFrame, owned: DataFrame) -> DataFrame:
     """Per group of the step: its partitions, the unassigned ones and the idle ones
     (owned by members away: crashed, or left statically, not yet expired)."""
-    subs = roster.select(_G, F.explode("topics").alias("topic")).distinct().join(meta, [_G, "topic"])
-    total = subs.groupBy(_G).agg(F.sum("partitions").alias("_total"))
-    o = owned.join(per_group(flags.select(_G)), _G, "left_semi").join(subs.select(_G, "topic"), [_G, "topic"], "left_semi")
-    away = roster.where(F.col("status") == "away").select(_G, "member_id")
-    cnt = o.groupBy(_G).agg(F.count("*").alias("_owned"))
-    idle = o.join(away, [_G, "member_id"], "left_semi").groupBy(_G).agg(F.count("*").alias("_idle"))
-    return flags.join(total, _G, "left").join(cnt, _G, "left").join(idle, _G, "left").select(
+    subs = roster.selectExpr(_G, "explode(topics) AS topic").distinct().join(meta, [_G, "topic"])
+    total = subs.groupBy(_G).agg(F.expr("sum(partitions) AS _total"))
+    o = owned.join(per_group(flags.selectExpr(_G)), _G, "left_semi").join(
+        subs.selectExpr(_G, "topic"), [_G, "topic"], "left_semi")
+    away = roster.where("status = 'away'").selectExpr(_G, "member_id")
+    cnt = o.groupBy(_G).agg(F.expr("count(*) AS _owned"))
+    idle = o.join(away, [_G, "member_id"], "left_semi").groupBy(_G).agg(F.expr("count(*) AS _idle"))
+    return flags.join(total, _G, "left").join(cnt, _G, "left").join(idle, _G, "left").selectExpr(
         _G, "step", "at", "kinds", "rebalanced",
-        F.coalesce("_total", F.lit(0)).cast("long").alias("partitions"),
-        (F.coalesce("_total", F.lit(0)) - F.coalesce("_owned", F.lit(0))).cast("long").alias("unassigned"),
-        F.coalesce("_idle", F.lit(0)).cast("long").alias("idle"),
+        "CAST(coalesce(_total, 0) AS BIGINT) AS partitions",
+        "CAST(coalesce(_total, 0) - coalesce(_owned, 0) AS BIGINT) AS unassigned",
+        "CAST(coalesce(_idle, 0) AS BIGINT) AS idle",
     )
-
