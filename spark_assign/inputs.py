@@ -340,14 +340,14 @@ def validate_inputs(members: DataFrame, partitions: DataFrame, *, common_assigno
 
 def subscriptions(members: DataFrame) -> DataFrame:
     """One row per (group_id, member_id, topic) of each member's subscription."""
-    return members.select("group_id", "member_id", F.explode("topics").alias("topic"))
+    return members.selectExpr("group_id", "member_id", "explode(topics) AS topic")
 
 
 def owned_claims(members: DataFrame, *extra: str) -> DataFrame:
     """One row per owned-partition claim: ``group_id, member_id, generation, topic,
     partition`` and the ``extra`` member columns."""
     cols = ["group_id", "member_id", "generation", *extra]
-    return members.select(*cols, F.explode("owned").alias("tp")).select(*cols, "tp.topic", "tp.partition")
+    return members.selectExpr(*cols, "explode(owned) AS tp").selectExpr(*cols, "tp.topic", "tp.partition")
 
 
 def ignored_claims(members: DataFrame, partitions: DataFrame) -> DataFrame:

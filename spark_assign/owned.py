@@ -23,7 +23,7 @@ both paths, so a lagging member keeps the partitions nobody newer claims.
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from .inputs import owned_claims, subscriptions
@@ -77,37 +77,38 @@ def member_ranks(members: DataFrame, name: str = "m_rank") -> DataFrame:
 MEMBER_RANK = f"row_number() OVER (PARTITION BY group_id ORDER BY {java_order_sql('member_id')}) - 1"
 
 
-def claim_aggregates(generation: str, rank: str, pos: str | None = None) -> list[Column]:
+def claim_aggregates(generation: str, rank: str, pos: str | None = None) -> list[str]:
     """Aggregation columns over the claims of one partition (rows with a null
-    ``rank`` are not claims): ``_n_claims``, ``_hi`` and ``_lo`` (the highest
+    ``rank`` are not claims), as SQL texts: ``_n_claims``, ``_hi`` and ``_lo`` (the highest
     ``(generation, rank)`` and the highest ``(generation, -rank)`` as order keys),
     and with ``pos``, ``_pos``: the ``pos`` of the ``_hi`` claim. Longs only, so
     Spark aggregates them in a hash table (no sort). Read them with
-    :func:`claim_outcome`."""
-    gen = F.coalesce(F.col(generation), F.lit(NO_GENERATION)).cast("long") + _SPAN
-    claimed = F.col(rank).isNotNull()
-    hi = F.when(claimed, gen * _SPAN + F.col(rank))
-    lo = F.when(claimed, gen * _SPAN + (_SPAN - 1 - F.col(rank)))
-    cols = [F.count(rank).alias("_n_claims"), F.max(hi).alias("_hi"), F.max(lo).alias("_lo")]
+    :func:`claim_outcome`.
+
+    >>> agg.groupBy("group_id", "topic", "partition").agg(*map(F.expr, claim_aggregates("generation", "m_rank")))  # doctest: +SKIP
+    """
+    gen = f"(CAST(coalesce({generation}, {NO_GENERATION}) AS BIGINT) + {_SPAN})"
+    hi = f"CASE WHEN {rank} IS NOT NULL THEN {gen} * {_SPAN} + {rank} END"
+    lo = f"CASE WHEN {rank} IS NOT NULL THEN {gen} * {_SPAN} + ({_SPAN - 1} - {rank}) END"
+    cols = [f"count({rank}) AS _n_claims", f"max({hi}) AS _hi", f"max({lo}) AS _lo"]
     if pos is not None:
-        cols.append(F.max_by(pos, hi).alias("_pos"))
+        cols.append(f"max_by({pos}, {hi}) AS _pos")
     return cols
 
 
-def claim_outcome() -> dict[str, Column]:
-    """The KAFKA-14639 outcome of :func:`claim_aggregates`: ``holder`` (the rank
+def claim_outcome() -> dict[str, str]:
+    """The KAFKA-14639 outcome of :func:`claim_aggregates`, as SQL texts: ``holder`` (the rank
     of the claimant at the highest generation, the smallest when several claim
     it), ``co_holder`` (the largest: ``holder`` unless contested), ``generation``
     and ``contested`` (several members claim it at that generation). All null when
     nobody claims the partition."""
-    low = lambda key: F.col(key).bitwiseAND(_SPAN - 1)  # noqa: E731
-    holder = (F.lit(_SPAN - 1) - low("_lo")).cast("int")
-    co_holder = low("_hi").cast("int")
+    holder = f"CAST({_SPAN - 1} - (_lo & {_SPAN - 1}) AS INT)"
+    co_holder = f"CAST(_hi & {_SPAN - 1} AS INT)"
     return {
         "holder": holder,
         "co_holder": co_holder,
-        "generation": (F.shiftright("_hi", 31) - _SPAN).cast("int"),
-        "contested": co_holder != holder,
+        "generation": f"CAST(shiftright(_hi, 31) - {_SPAN} AS INT)",
+        "contested": f"({co_holder} != {holder})",
     }
 
 
@@ -130,18 +131,16 @@ def partition_claims(members: DataFrame, partitions: DataFrame, *, subscribed_on
     claims = owned_claims(ranked, "m_rank")
     if subscribed_only:
         claims = claims.join(subscriptions(members), ["group_id", "member_id", "topic"], "left_semi")
-    claims = claims.join(partitions.select("topic", "partition"), ["topic", "partition"], "left_semi")
+    claims = claims.join(partitions.selectExpr("topic", "partition"), ["topic", "partition"], "left_semi")
     out = claim_outcome()
-    agg = claims.groupBy("group_id", "topic", "partition").agg(*claim_aggregates("generation", "m_rank"))
-    names = F.broadcast(ranked.select("group_id", "member_id", "m_rank"))
-    return agg.select(
-        "group_id", "topic", "partition", out["holder"].alias("m_rank"), out["co_holder"].alias("_co"),
-        out["generation"].alias("generation"), out["contested"].alias("contested"),
+    agg = claims.groupBy("group_id", "topic", "partition").agg(*map(F.expr, claim_aggregates("generation", "m_rank")))
+    names = F.broadcast(ranked.selectExpr("group_id", "member_id", "m_rank"))
+    return agg.selectExpr(
+        "group_id", "topic", "partition", f"{out['holder']} AS m_rank", f"{out['co_holder']} AS _co",
+        f"{out['generation']} AS generation", f"{out['contested']} AS contested",
     ).join(names, ["group_id", "m_rank"]).join(
-        names.select("group_id", F.col("m_rank").alias("_co"), F.col("member_id").alias("co_holder")),
-        ["group_id", "_co"]).select(
-        "group_id", "topic", "partition", "member_id", "co_holder", "generation", "contested"
-    )
+        names.selectExpr("group_id", "m_rank AS _co", "member_id AS co_holder"), ["group_id", "_co"]).selectExpr(
+        "group_id", "topic", "partition", "member_id", "co_holder", "generation", "contested")
 
 
 def free_to_take(holder: str, co_holder: str, member: str) -> str:
@@ -182,6 +181,5 @@ def resolve_owned(members: DataFrame, partitions: DataFrame, *, subscribed_only:
 
     >>> resolve_owned(members, partitions).where("group_id = 'g1'").show()  # doctest: +SKIP
     """
-    return partition_claims(members, partitions, subscribed_only=subscribed_only).where(~F.col("contested")).select(
-        "group_id", "member_id", "topic", "partition", "generation"
-    )
+    return partition_claims(members, partitions, subscribed_only=subscribed_only).where("NOT contested").selectExpr(
+        "group_id", "member_id", "topic", "partition", "generation")

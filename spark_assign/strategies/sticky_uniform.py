@@ -403,9 +403,9 @@ def _resolve_claims(mem0: DataFrame, gparts: DataFrame, use_racks: bool) -> tupl
         return one_row(mem0.agg(F.sum("_listed") + F.sum(F.when(F.col("m_rank") == 0, F.col("P")))))[0] or 0
 
     parts = partitioned_by(meta.unionByName(claims), *tp, rows=n_rows).groupBy(*tp).agg(
-        F.count("_meta").alias("_np"), *claim_aggregates("generation", "m_rank", "pos")
-    ).select(_G, "topic", "partition", "_np", "_n_claims", out["holder"].alias("holder"),
-             out["co_holder"].alias("co_holder"), out["contested"].alias("contested"), "_pos")
+        *map(F.expr, ("count(_meta) AS _np", *claim_aggregates("generation", "m_rank", "pos")))
+    ).selectExpr(_G, "topic", "partition", "_np", "_n_claims", f"{out['holder']} AS holder",
+                 f"{out['co_holder']} AS co_holder", f"{out['contested']} AS contested", "_pos")
     # a claim is honoured when its partition is in the subscription and nobody else claims it
     # at its generation; rack-aware groups use it only with a replica on the member's rack
     usable = (F.col("_np") > 0) & (F.col("_n_claims") > 0) & ~F.col("contested")
