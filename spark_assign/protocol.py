@@ -24,13 +24,14 @@ them (``onPartitionsLost``), they do not hand them over as revoked.
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from .assign import ALIASES
 from .errors import InvalidOptionError, NoCommonAssignorError, raise_if_rows
+from .frames import sql_string
 from .inputs import normalize_members
-from .ordering import java_order
+from .ordering import java_order_sql
 
 #: Kafka's default ``partition.assignment.strategy`` since 3.0 (ConsumerConfig)
 DEFAULT_ASSIGNORS: tuple[str, ...] = ("range", "cooperative-sticky")
@@ -49,47 +50,50 @@ COOPERATIVE_ASSIGNORS: tuple[str, ...] = ("cooperative-sticky",)
 PROTOCOL_RULES = ("static", "dynamic")
 
 
-def canonical_assignors(col: Column | str = "assignors") -> Column:
+def canonical_assignors(assignors: str = "assignors") -> str:
     """The member's assignor list with Kafka class names mapped to short names,
     nulls dropped, duplicates removed (first position kept), Kafka's default
-    list when the column is null or empty."""
-    c = F.col(col) if isinstance(col, str) else col
-    alias_map = F.create_map(*[x for k, v in ALIASES.items() for x in (F.lit(k), F.lit(v))])
-    mapped = F.transform(c, lambda a: F.coalesce(alias_map[a], a))
-    cleaned = F.array_distinct(F.filter(mapped, lambda a: a.isNotNull()))
-    default = F.array(*[F.lit(a) for a in DEFAULT_ASSIGNORS])
-    return F.when(c.isNull() | (F.size(cleaned) == 0), default).otherwise(cleaned)
+    list when the column is null or empty: SQL text over ``assignors`` (a SQL expression).
+
+    >>> members.selectExpr("member_id", f"{canonical_assignors()} AS assignors")  # doctest: +SKIP
+    """
+    aliases = ", ".join(f"{sql_string(k)}, {sql_string(v)}" for k, v in ALIASES.items())
+    cleaned = f"array_distinct(filter(transform({assignors}, a -> coalesce(map({aliases})[a], a)), a -> a IS NOT NULL))"
+    default = f"array({', '.join(map(sql_string, DEFAULT_ASSIGNORS))})"
+    return f"CASE WHEN {assignors} IS NULL OR size({cleaned}) = 0 THEN {default} ELSE {cleaned} END"
 
 
-def assignor_protocol(col: Column | str) -> Column:
-    """The highest protocol an assignor supports: COOPERATIVE or EAGER."""
-    c = F.col(col) if isinstance(col, str) else col
-    return F.when(c.isin(*COOPERATIVE_ASSIGNORS), F.lit(COOPERATIVE)).otherwise(F.lit(EAGER))
+def _cooperative(assignor: str) -> str:
+    return f"{assignor} IN ({', '.join(map(sql_string, COOPERATIVE_ASSIGNORS))})"
 
 
-def member_protocol(col: Column | str = "assignors") -> Column:
+def assignor_protocol(assignor: str) -> str:
+    """The highest protocol an assignor supports: COOPERATIVE or EAGER (SQL text over
+    ``assignor``, a SQL expression)."""
+    return f"CASE WHEN {_cooperative(assignor)} THEN {sql_string(COOPERATIVE)} ELSE {sql_string(EAGER)} END"
+
+
+def member_protocol(assignors: str = "assignors") -> str:
     """Kafka's static rule: the highest protocol every assignor of the (canonical)
-    list supports."""
-    c = F.col(col) if isinstance(col, str) else col
-    coop = F.forall(c, lambda a: a.isin(*COOPERATIVE_ASSIGNORS))
-    return F.when(coop, F.lit(COOPERATIVE)).otherwise(F.lit(EAGER))
+    list supports (SQL text over ``assignors``, a SQL expression)."""
+    return (f"CASE WHEN forall({assignors}, a -> {_cooperative('a')}) THEN {sql_string(COOPERATIVE)} "
+            f"ELSE {sql_string(EAGER)} END")
 
 
 def _preferences(members: DataFrame) -> DataFrame:
     """group_id, member_id, pos, assignor (one row per listed assignor)."""
-    m = members.select("group_id", "member_id", canonical_assignors("assignors").alias("assignors"))
-    return m.select("group_id", "member_id", F.posexplode("assignors").alias("pos", "assignor"))
+    m = members.selectExpr("group_id", "member_id", f"{canonical_assignors()} AS assignors")
+    return m.selectExpr("group_id", "member_id", "posexplode(assignors) AS (pos, assignor)")
 
 
 def _eligible(prefs: DataFrame) -> DataFrame:
     """The rows of ``prefs`` whose assignor every member of the group lists. Windows
     only, the first over the group: one shuffle, by group, serves them all (a window
     over the group and another column is clustered by the group already)."""
-    g, ga = Window.partitionBy("group_id"), Window.partitionBy("group_id", "assignor")
     return (
-        prefs.withColumn("_members", F.size(F.collect_set("member_id").over(g)))
-        .withColumn("_listing", F.size(F.collect_set("member_id").over(ga)))
-        .where(F.col("_listing") == F.col("_members")).drop("_members", "_listing")
+        prefs.selectExpr("*", "size(collect_set(member_id) OVER (PARTITION BY group_id)) AS _members")
+        .selectExpr("*", "size(collect_set(member_id) OVER (PARTITION BY group_id, assignor)) AS _listing")
+        .where("_listing = _members").drop("_members", "_listing")
     )
 
 
@@ -103,18 +107,13 @@ def disagreements(members: DataFrame) -> DataFrame:
     where ``members`` lists each member's (canonical) assignor list."""
     m = normalize_members(members)
     prefs = _preferences(m)
-    cand = _candidates(prefs).select("group_id").distinct()
+    cand = _candidates(prefs).selectExpr("group_id").distinct()
     listing = (
-        m.select("group_id", "member_id", canonical_assignors("assignors").alias("a"))
-        .groupBy("group_id")
-        .agg(F.sort_array(F.collect_list(F.struct(java_order("member_id").alias("k"), "member_id", "a"))).alias("l"))
-        .select(
-            "group_id",
-            F.array_join(
-                F.transform("l", lambda x: F.concat(x["member_id"], F.lit("=["), F.array_join(x["a"], ", "), F.lit("]"))),
-                "; ",
-            ).alias("members"),
-        )
+        m.selectExpr("group_id", "member_id", f"{canonical_assignors()} AS a").groupBy("group_id")
+        .agg(F.expr(f"sort_array(collect_list(named_struct('k', {java_order_sql('member_id')}, 'member_id', member_id, "
+                    "'a', a))) AS l"))
+        .selectExpr("group_id", "array_join(transform(l, x -> concat(x.member_id, '=[', array_join(x.a, ', '), ']')), "
+                                "'; ') AS members")
     )
     return listing.join(cand, "group_id", "left_anti")
 
@@ -150,14 +149,13 @@ def select_assignor(members: DataFrame, *, validate: bool = True) -> DataFrame:
         check_common_assignor(m)
     # each member votes for its first candidate (windows by group, as in _eligible)
     eligible = _eligible(_preferences(m))
-    ga = Window.partitionBy("group_id", "assignor")
-    first = F.min("pos").over(Window.partitionBy("group_id", "member_id"))
-    scored = eligible.withColumn("_vote", (F.col("pos") == first).cast("long")).select(
-        "group_id", "assignor", F.sum("_vote").over(ga).alias("votes"), F.sum("pos").over(ga).alias("rank_sum"))
-    wg = Window.partitionBy("group_id").orderBy(
-        F.col("votes").desc(), F.col("rank_sum").asc(), java_order("assignor").asc()
-    )
-    return scored.withColumn("_r", F.row_number().over(wg)).where("_r = 1").select("group_id", "assignor", "votes")
+    ga = "PARTITION BY group_id, assignor"
+    scored = eligible.selectExpr(
+        "*", "CAST(pos = min(pos) OVER (PARTITION BY group_id, member_id) AS BIGINT) AS _vote").selectExpr(
+        "group_id", "assignor", f"sum(_vote) OVER ({ga}) AS votes", f"sum(pos) OVER ({ga}) AS rank_sum")
+    best = f"PARTITION BY group_id ORDER BY votes DESC, rank_sum ASC, {java_order_sql('assignor')} ASC"
+    return scored.selectExpr("*", f"row_number() OVER ({best}) AS _r").where("_r = 1").selectExpr(
+        "group_id", "assignor", "votes")
 
 
 def member_protocols(
@@ -173,26 +171,26 @@ def member_protocols(
         raise InvalidOptionError(f"unknown protocol_rule {protocol_rule!r}: expected one of {PROTOCOL_RULES}")
     m = normalize_members(members)
     if protocol_rule == "static":
-        return m.select("group_id", "member_id", member_protocol(canonical_assignors("assignors")).alias("protocol"))
+        return m.selectExpr("group_id", "member_id", f"{member_protocol(canonical_assignors())} AS protocol")
     sel = selection if selection is not None else select_assignor(m)
-    return m.select("group_id", "member_id").join(
-        sel.select("group_id", assignor_protocol("assignor").alias("protocol")), "group_id"
-    )
+    return m.selectExpr("group_id", "member_id").join(
+        sel.selectExpr("group_id", f"{assignor_protocol('assignor')} AS protocol"), "group_id")
 
 
-def protocol_columns(rule: Column) -> tuple[Column, Column]:
-    """The member's protocol and its group's, as columns over members (``assignors``)
-    joined with their group's selected ``assignor``, under ``rule`` (a column of
+def protocol_columns(rule: str) -> tuple[str, str]:
+    """The member's protocol and its group's, as SQL texts over members (``assignors``)
+    joined with their group's selected ``assignor``, under ``rule`` (a SQL expression of
     ``static`` / ``dynamic``): static from the member's own list, dynamic from the
     selected assignor; the group follows COOPERATIVE only when every member does
     (one window over ``group_id``).
 
-    >>> member, group = protocol_columns(F.lit("static"))  # doctest: +SKIP
+    >>> member, group = protocol_columns("'static'")  # doctest: +SKIP
     """
-    static, selected = member_protocol(canonical_assignors("assignors")), assignor_protocol("assignor")
-    dyn = rule == "dynamic"
-    all_coop = F.min((static == COOPERATIVE).cast("int")).over(Window.partitionBy("group_id")) == 1
-    return F.when(dyn, selected).otherwise(static), F.when(dyn | all_coop, selected).otherwise(F.lit(EAGER))
+    static, selected = member_protocol(canonical_assignors()), assignor_protocol("assignor")
+    dyn = f"({rule}) = 'dynamic'"
+    all_coop = f"min(CAST(({static}) = {sql_string(COOPERATIVE)} AS INT)) OVER (PARTITION BY group_id) = 1"
+    return (f"CASE WHEN {dyn} THEN {selected} ELSE {static} END",
+            f"CASE WHEN {dyn} OR {all_coop} THEN {selected} ELSE {sql_string(EAGER)} END")
 
 
 def group_protocols(
@@ -205,6 +203,6 @@ def group_protocols(
         raise InvalidOptionError(f"unknown protocol_rule {protocol_rule!r}: expected one of {PROTOCOL_RULES}")
     m = normalize_members(members)
     sel = selection if selection is not None else select_assignor(m)
-    _, group = protocol_columns(F.lit(protocol_rule))
-    return m.join(sel.select("group_id", "assignor", "votes"), "group_id").select(
-        "group_id", "assignor", "votes", group.alias("protocol")).distinct()
+    _, group = protocol_columns(sql_string(protocol_rule))
+    return m.join(sel.selectExpr("group_id", "assignor", "votes"), "group_id").selectExpr(
+        "group_id", "assignor", "votes", f"{group} AS protocol").distinct()

@@ -37,7 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from .assign import GROUP_PROTOCOLS, strategy_name
@@ -302,14 +302,13 @@ def _prepare(members: DataFrame, partitions: DataFrame, *, protocol_rule: str, s
         # every member of a group lists the same one assignor (the forced one, or in a consumer
         # group the broker's): it is selected with every member's vote, and under either rule
         # the members and the group follow the protocol it supports (one window, no vote)
-        m = m.withColumn("assignor", F.col("assignors")[0]).withColumn(
-            "votes", F.count("*").over(Window.partitionBy(_G))).withColumn(
-            "_proto", assignor_protocol("assignor")).withColumn("_gproto", assignor_protocol("assignor"))
+        m = m.selectExpr("*", "assignors[0] AS assignor", "count(*) OVER (PARTITION BY group_id) AS votes").selectExpr(
+            "*", f"{assignor_protocol('assignor')} AS _proto", f"{assignor_protocol('assignor')} AS _gproto")
     else:
         # each member's protocol under its group's rule, and the group's (one join, one window)
-        member_proto, group_proto = protocol_columns(F.col("_rule"))
-        m = m.join(select_assignor(m, validate=False), _G).withColumn("_proto", member_proto).withColumn(
-            "_gproto", group_proto)
+        member_proto, group_proto = protocol_columns("_rule")
+        m = m.join(select_assignor(m, validate=False), _G).selectExpr(
+            "*", f"{member_proto} AS _proto", f"{group_proto} AS _gproto")
     # under EAGER every member gave up everything before the assignment, so no partition
     # is still held by another member: cooperative-sticky assigns like sticky (the
     # previous assignment is still its memory) and withholds nothing

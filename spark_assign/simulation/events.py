@@ -262,7 +262,7 @@ def steps_of(e: DataFrame, synthetic: DataFrame) -> DataFrame:
         (F.col("kind") == "join") & F.col("_prev_kind").isin("leave", "crash")
         & (F.col("at") - F.col("_prev_at") < F.col("_timeout"))
         & (F.sort_array("topics") == F.sort_array(F.col("_prev_join.topics")))
-        & F.coalesce(canonical_assignors("assignors") == canonical_assignors(F.col("_prev_join.assignors")), F.lit(True))
+        & F.expr(f"coalesce({canonical_assignors()} = {canonical_assignors('_prev_join.assignors')}, true)")
     ).select(_G, "member_id", "at", F.lit(True).alias("_quiet"))
     flagged = allev.join(quiet, [_G, "member_id", "at"], "left").withColumn(
         "_trigger",
