@@ -15,10 +15,11 @@ assignment.
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from .assign import PROTOCOL_STRATEGIES, SERVER_ALIASES, assign, strategy_name
+from .frames import sql_string
 from .lineage import in_small_call, materialize_state
 from .owned import partition_claims, without_transfers
 from .protocol import CONSUMER
@@ -38,32 +39,32 @@ def with_group_protocols(m: DataFrame, extra_df: DataFrame | None, extra: list[s
     ``uniform`` (the broker's default). The members' own lists play no part."""
     if "group_protocol" in extra:
         assert extra_df is not None  # the columns listed in ``extra`` come from it
-        gp = extra_df.groupBy(_G).agg(F.coalesce(F.max("group_protocol"), F.lit(group_protocol)).alias("_gp"))
+        gp = extra_df.groupBy(_G).agg(F.expr(f"coalesce(max(group_protocol), {sql_string(group_protocol)}) AS _gp"))
         m = m.join(gp, _G)
     else:
-        m = m.withColumn("_gp", F.lit(group_protocol))
+        m = m.withColumn("_gp", F.expr(sql_string(group_protocol)))
+    # SQL text: one JVM call an expression, where column functions take several each
     forced = strategy_name(strategy) if strategy is not None else None
-    server: Column = F.lit(forced if forced in PROTOCOL_STRATEGIES["consumer"] else "uniform")
+    server = sql_string(forced if forced in PROTOCOL_STRATEGIES["consumer"] else "uniform")
     if "remote_assignor" in extra and forced not in PROTOCOL_STRATEGIES["consumer"]:
-        names = F.create_map(*[F.lit(x) for k, v in [*SERVER_ALIASES.items(), *(
-            (n, n) for n in PROTOCOL_STRATEGIES["consumer"])] for x in (k, v)])
+        names = ", ".join(f"{sql_string(k)}, {sql_string(v)}" for k, v in [*SERVER_ALIASES.items(), *(
+            (n, n) for n in PROTOCOL_STRATEGIES["consumer"])])
         assert extra_df is not None
-        remote = extra_df.groupBy(_G).agg(F.max("remote_assignor").alias("_remote"))
+        remote = extra_df.groupBy(_G).agg(F.expr("max(remote_assignor) AS _remote"))
         m = m.join(remote, _G, "left")
-        server = F.coalesce(names[F.col("_remote")], server)
-    return m.withColumn("assignors", F.when(F.col("_gp") == "consumer", F.array(server)).otherwise(
-        F.col("assignors")))
+        server = f"coalesce(map({names})[_remote], {server})"
+    return m.withColumn("assignors", F.expr(f"CASE WHEN _gp = 'consumer' THEN array({server}) ELSE assignors END"))
 
 
 def mark_consumer_groups(m: DataFrame) -> DataFrame:
     """Consumer groups run the broker's assignor (``_run`` prefixed with
     :data:`SERVER_RUN`) and follow the ``CONSUMER`` protocol (``_proto``, ``_gproto``)."""
-    consumer = F.col("_gp") == "consumer"
-    return (
-        m.withColumn("_run", F.when(consumer, F.concat(F.lit(SERVER_RUN), F.col("assignor"))).otherwise(F.col("_run")))
-        .withColumn("_proto", F.when(consumer, F.lit(CONSUMER)).otherwise(F.col("_proto")))
-        .withColumn("_gproto", F.when(consumer, F.lit(CONSUMER)).otherwise(F.col("_gproto")))
-    )
+    consumer = "_gp = 'consumer'"
+    return m.withColumns({  # one projection, each expression over the columns before it
+        "_run": F.expr(f"CASE WHEN {consumer} THEN concat({sql_string(SERVER_RUN)}, assignor) ELSE _run END"),
+        "_proto": F.expr(f"CASE WHEN {consumer} THEN {sql_string(CONSUMER)} ELSE _proto END"),
+        "_gproto": F.expr(f"CASE WHEN {consumer} THEN {sql_string(CONSUMER)} ELSE _gproto END"),
+    })
 
 
 def reconciliation_round(run: str, members: DataFrame, partitions: DataFrame, rnd: int,
