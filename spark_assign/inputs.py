@@ -46,6 +46,16 @@ TOPIC_PARTITION = T.StructType(
 )
 OWNED_TYPE = T.ArrayType(TOPIC_PARTITION)
 
+
+def owned_or_empty(owned: str = "owned") -> str:
+    """An owned list as SQL text over ``owned`` (a SQL expression), null read as the empty
+    list, of the contract's type.
+
+    >>> owned_or_empty("_o")
+    'CAST(coalesce(_o, CAST(array() AS array<struct<topic:string,partition:int>>)) AS array<struct<topic:string,partition:int>>)'
+    """
+    return f"CAST(coalesce({owned}, CAST(array() AS {OWNED_TYPE.simpleString()})) AS {OWNED_TYPE.simpleString()})"
+
 MEMBER_COLUMNS: dict[str, T.DataType] = {
     "group_id": T.StringType(),
     "member_id": T.StringType(),

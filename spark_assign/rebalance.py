@@ -47,10 +47,10 @@ from .frames import TP as _TP
 from .frames import owned_lists, sql_name, sql_string, union_all
 from .inputs import (
     MEMBER_COLUMNS,
-    OWNED_TYPE,
     ignored_claims,
     normalize_members,
     normalize_partitions,
+    owned_or_empty,
     subscriptions,
     validate_inputs,
 )
@@ -371,8 +371,7 @@ def _members_after(prep: Prepared, final: DataFrame, summary: DataFrame) -> Data
     m = prep.members
     last = summary.groupBy(_G).agg(F.expr("max(generation) AS _lastgen"))
     fo = owned_lists(final, "_o")
-    now = {"owned": f"CAST(coalesce(_o, CAST(array() AS {OWNED_TYPE.simpleString()})) AS "
-                    f"{OWNED_TYPE.simpleString()}) AS owned",
+    now = {"owned": f"{owned_or_empty('_o')} AS owned",
            "generation": "CAST(_lastgen AS INT) AS generation", "protocol": "_gproto AS protocol"}
     after = m.join(fo, [_G, "member_id"], "left").join(last, _G).selectExpr(
         *[now.get(c, sql_name(c)) for c in (*MEMBER_COLUMNS, "protocol")])

@@ -16,7 +16,7 @@ from .assign import assign
 from .frames import GROUP as _G
 from .frames import TP as _TP
 from .frames import one_row, owned_lists, per_group, sql_name, sql_string, union_all
-from .inputs import MEMBER_COLUMNS, OWNED_TYPE, normalize_members
+from .inputs import MEMBER_COLUMNS, normalize_members, owned_or_empty
 from .lineage import in_small_call, materialize, materialize_state, stored_rows
 from .protocol import COOPERATIVE, EAGER
 from .reconcile import SERVER_RUN, reconciliation_round
@@ -250,8 +250,7 @@ def next_round_state(state: DataFrame, a: DataFrame, pending_groups: DataFrame) 
     this round's generation."""
     new_owned = owned_lists(a, "_o")
     joined = state.join(pending_groups, _G, "left_semi").join(new_owned, [_G, "member_id"], "left")
-    now = {"owned": f"CAST(coalesce(_o, CAST(array() AS {OWNED_TYPE.simpleString()})) AS "
-                    f"{OWNED_TYPE.simpleString()}) AS owned",
+    now = {"owned": f"{owned_or_empty('_o')} AS owned",
            "generation": "_gen AS generation", "protocol": "_gproto AS protocol"}
     cols = [c for c in joined.columns if c not in ("_o", "_gen")]
     return materialize_state(joined.selectExpr(*[now.get(c, sql_name(c)) for c in cols],

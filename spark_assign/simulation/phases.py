@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 
 from ..frames import GROUP as _G
 from ..frames import one_row, per_group, sql_name, union_all
-from ..inputs import OWNED_TYPE
+from ..inputs import owned_or_empty
 from ..lineage import in_small_call, materialize_state, stored_rows
 from ..rebalance import rebalance
 
@@ -277,7 +277,7 @@ def _members_for(roster: DataFrame, owned: DataFrame, group_state: DataFrame, fl
         per_group(group_flags), _G).selectExpr(
         _G, "member_id", "group_instance_id", "rack",
         f"transform(coalesce(topics, CAST(array() AS array<string>)), t -> {scope('t')}) AS topics",
-        f"CAST(coalesce(_o, CAST(array() AS {OWNED_TYPE.simpleString()})) AS {OWNED_TYPE.simpleString()}) AS owned",
+        f"{owned_or_empty('_o')} AS owned",
         # the group's last generation, whoever owns what: the rebalance numbers its
         # rounds on from it (a group that emptied, or whose members own nothing, too)
         "CAST(generation AS INT) AS generation",

@@ -69,7 +69,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from ..frames import one_row, sql_name, union_all
-from ..inputs import BLOCK_BITS, OWNED_TYPE, partition_bit, partition_block, topic_sizes
+from ..inputs import BLOCK_BITS, owned_or_empty, partition_bit, partition_block, topic_sizes
 from ..lineage import materialize, partitioned_by
 from ..ordering import java_order, java_order_sql
 from ..owned import claim_aggregates, claim_outcome, free_to_take, member_ranks
@@ -194,7 +194,7 @@ def _sorted_owned() -> str:
     UTF-8 order is Java's order unless a topic has a character from U+E000 up
     (Kafka's legal topic names are ASCII): only then is each topic encoded as
     UTF-16 for the sort (an element-wise lambda, several times slower)."""
-    owned = f"coalesce(owned, CAST(array() AS {OWNED_TYPE.simpleString()}))"
+    owned = owned_or_empty()
     ranked = "array<struct<partition:int,_jt:binary,topic:string>>"
     # zipped by position, the fields named by the cast
     utf8 = (f"CAST(arrays_zip(owned.partition, array_repeat(CAST(NULL AS BINARY), size({owned})), owned.topic) "
@@ -247,7 +247,7 @@ def assign_uniform(
     # several each (the fixed cost of a small call)
     sizes = layout.groupBy(_G).agg(F.expr("sum(num_partitions) AS P"))
     slim = member_ranks(members.selectExpr(
-        _G, "member_id", "rack", f"size(coalesce(owned, CAST(array() AS {OWNED_TYPE.simpleString()}))) AS n_own",
+        _G, "member_id", "rack", f"size({owned_or_empty()}) AS n_own",
         "count(*) OVER (PARTITION BY group_id) AS N")).join(sizes, _G, "left")
     gparts: DataFrame | None = None
     if use_racks:
