@@ -229,6 +229,17 @@ def stored_rows(df: DataFrame) -> Any:
     return _STORED_ROWS.get(df)
 
 
+def has_rows(df: DataFrame) -> bool:
+    """Whether ``df`` has a row: read off a small call's stored rows (:func:`stored_rows`)
+    with no Spark action, else one ``isEmpty`` action.
+
+    >>> has_rows(spark.range(0))  # doctest: +SKIP
+    False
+    """
+    rows = stored_rows(df)
+    return rows.num_rows > 0 if rows is not None else not df.isEmpty()
+
+
 def in_small_call() -> bool:
     """Whether the call in progress was decided small (:func:`decide_small_call`): its
     materializations are single-partition local relations (:func:`materialize`,

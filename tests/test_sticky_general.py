@@ -303,3 +303,29 @@ def test_round_cap_raises_naming_the_group(spark):
     counts = {(r["member_id"], r["topic"]): r["count"] for r in target_counts(m, p, owned).collect()}
     loads = {"c0": counts[("c0", "t0")], "c1": counts[("c1", "t0")] + counts[("c1", "t1")]}
     assert counts[("c0", "t0")] + counts[("c1", "t0")] == 8 and abs(loads["c0"] - loads["c1"]) <= 1, counts
+
+
+def test_a_stickiness_round_searches_only_the_groups_the_round_before_changed(general_run, monkeypatch):
+    """A group whose stickiness round found no chain keeps its state, so the next round
+    leaves it out; each group's counts are still those of the call over every group."""
+    import spark_assign.strategies.sticky_general as sticky_general
+
+    searched, changed = [], []
+    chain_moves = sticky_general._chain_moves
+
+    def recorded(s):
+        moves = chain_moves(s)
+        searched.append({r.group_id for r in s.select("group_id").distinct().collect()})
+        changed.append({r.group_id for r in moves.select("group_id").distinct().collect()})
+        return moves
+
+    monkeypatch.setattr(sticky_general, "_chain_moves", recorded)
+    groups = sorted(general_run["groups"])[::3]  # a third of them: a call of its own
+    members = general_run["members"].where(F.col("group_id").isin(groups))
+    counts = target_counts(members, general_run["partitions"], general_run["owned"].where(F.col("group_id").isin(groups)))
+    rows = {(r.group_id, r.member_id, r.topic): r["count"] for r in counts.where("count > 0").collect()}
+    # the first round searches every group, the next only those it changed (139 -> 6 groups here)
+    assert len(searched) >= 2 and len(searched[1]) < len(searched[0]) == len(groups), [len(s) for s in searched]
+    assert all(after == before for before, after in zip(changed, searched[1:])), (changed, searched)
+    whole = general_run["result"].where(F.col("group_id").isin(groups)).groupBy("group_id", "member_id", "topic").count()
+    assert rows == {(r.group_id, r.member_id, r.topic): r["count"] for r in whole.collect()}
