@@ -229,15 +229,18 @@ def stored_rows(df: DataFrame) -> Any:
     return _STORED_ROWS.get(df)
 
 
-def has_rows(df: DataFrame) -> bool:
-    """Whether ``df`` has a row: read off a small call's stored rows (:func:`stored_rows`)
-    with no Spark action, else one ``isEmpty`` action.
+def has_rows(df: DataFrame, *, not_null: str | None = None) -> bool:
+    """Whether ``df`` has a row (one whose column ``not_null`` is not null, if given): read
+    off a small call's stored rows (:func:`stored_rows`) with no Spark action, else one
+    ``isEmpty`` action.
 
-    >>> has_rows(spark.range(0))  # doctest: +SKIP
-    False
+    >>> has_rows(spark.range(0)), has_rows(spark.sql("SELECT NULL AS key"), not_null="key")  # doctest: +SKIP
+    (False, False)
     """
     rows = stored_rows(df)
-    return rows.num_rows > 0 if rows is not None else not df.isEmpty()
+    if rows is not None:
+        return rows.num_rows > (rows.column(not_null).null_count if not_null else 0)
+    return not (df.where(df[not_null].isNotNull()) if not_null else df).isEmpty()
 
 
 def in_small_call() -> bool:

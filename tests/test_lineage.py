@@ -15,6 +15,7 @@ from spark_assign.lineage import (
     SMALL_CALL_SETTINGS,
     SMALL_CALL_SETTINGS_CONF,
     decide_small_call,
+    has_rows,
     materialize,
     materialize_state,
     partitioned_by,
@@ -147,6 +148,25 @@ def test_a_small_call_runs_under_its_settings_and_gives_the_session_back(spark):
         spark.conf.unset(SMALL_CALL_SETTINGS_CONF)
         spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
     assert spark.conf.get("spark.sql.autoBroadcastJoinThreshold", None) is None
+
+
+def test_has_rows_reads_a_small_calls_stored_rows_without_a_job(spark):
+    """has_rows, with or without a column that must not be null: off the stored rows of a small
+    call's frame with no Spark job, and with one action on any other frame, the same answers."""
+    df = spark.createDataFrame([("g", 1, None), ("g", 2, None)], "group_id string, n int, key string")
+    tracker = spark.sparkContext.statusTracker()
+
+    @small_call_scope
+    def stored():
+        decide_small_call(spark, lambda: 2)
+        return materialize(df), materialize(df.limit(0))
+
+    rows, none = stored()
+    before = max(tracker.getJobIdsForGroup(None), default=-1)
+    answers = [has_rows(rows), has_rows(rows, not_null="key"), has_rows(rows, not_null="n"), has_rows(none)]
+    assert max(tracker.getJobIdsForGroup(None), default=-1) == before  # read on the driver
+    assert answers == [True, False, True, False]
+    assert [has_rows(df), has_rows(df, not_null="key"), has_rows(df, not_null="n"), has_rows(df.limit(0))] == answers
 
 
 @pytest.mark.connect

@@ -437,8 +437,9 @@ def _apply_moves(s: DataFrame, moves: DataFrame) -> DataFrame:
     ).select(*_STATE)
 
 
-def _sticky_rounds(state: DataFrame) -> DataFrame:
-    """The stickiness rounds over balanced ``state`` (:data:`_STATE`): give members back
+def _sticky_rounds(state: DataFrame, loads: DataFrame) -> DataFrame:
+    """The stickiness rounds over balanced ``state`` (:data:`_STATE`; ``loads``: its
+    :func:`_with_loads`, stored, as the balancing rounds left it): give members back
     owned partitions where balance allows, each round at most one chain per group
     (:func:`_chain_moves`). A round reads only the groups the round before changed: a
     group's chains depend on its own rows alone, so a group that found none keeps its
@@ -446,10 +447,10 @@ def _sticky_rounds(state: DataFrame) -> DataFrame:
     searched in the first round and 23, 14, 8 and 2 in the next). Returns the state rows
     of every group."""
     settled: list[DataFrame] = []  # the groups whose last round found no chain, as they are
-    for _ in range(MAX_STICKY_ROUNDS):
+    for k in range(MAX_STICKY_ROUNDS):
         if state.where(F.col("assigned_count") < F.col("owned_count")).isEmpty():  # nobody short of owned ones
             break
-        s = materialize(_with_loads(state))
+        s = loads if k == 0 else materialize(_with_loads(state))
         moves = materialize(_chain_moves(s))
         if not has_rows(moves):
             break
@@ -636,19 +637,15 @@ def target_counts(
             if not paired.where(F.col("moved")).isEmpty():
                 mem, synced = paired.drop("moved"), False
                 continue
-        # Kafka's rule fails exactly where a topic's most loaded holder is two or more
-        # above its least loaded subscriber: one aggregation per topic over the loads
-        if synced:
-            loads = state.join(mem.select("group_id", "member_index", "member_load"), ["group_id", "member_index"])
-        else:  # the subscription rows take every pairing round's moves at once
-            loads = materialize(_synced(state, mem))
-            state, synced = loads.select(*_STATE), True
-        if loads.groupBy("group_id", "topic_index").agg(
-            (F.max(F.when(F.col("assigned_count") > 0, F.col("member_load"))) - F.min("member_load"))
-            .alias("load_spread")
-        ).where(F.col("load_spread") >= 2).isEmpty():
-            break
+        if not synced:  # the subscription rows take every pairing round's moves at once
+            state, synced = materialize(_synced(state, mem)).select(*_STATE), True
+        # Kafka's rule fails exactly where a topic's most loaded holder is two or more above
+        # its least loaded subscriber: where some subscription has a violation key (a holder
+        # two or more above the topic's least loaded subscriber, or a subscriber two or more
+        # below its most loaded holder), read off the stored rows
         s = materialize(_with_loads(state))
+        if not has_rows(s, not_null="violation_key"):
+            break
         pending = s.where(F.col("violation_key").isNotNull())
         if LAST_ROUNDS == max_rounds:
             raise_if_rows(
@@ -660,7 +657,7 @@ def target_counts(
             )
         state = materialize(_round(s))
         mem = materialize(_member_rows(state, subscribers))
-    state = _sticky_rounds(state) if owned is not None else state
+    state = _sticky_rounds(state, s) if owned is not None else state
     return state.select(
         "group_id", "member_id", "topic", "member_index", "owned_count", F.col("assigned_count").alias("count"))
 
