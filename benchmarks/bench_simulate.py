@@ -181,7 +181,7 @@ def main(argv=None) -> int:
         "simulate(): replaying membership events" + (
             "" if args.strategy == "range" else f", {args.strategy}, {args.groups} groups x {args.partitions} partitions"),
         ["scenario", "rebalances (generations)", "spark-assign, first run (new JVM)",
-         f"spark-assign, best of {args.repeat} more (warm)", "per step", "Spark jobs", "jobs per step",
+         f"spark-assign, best of {args.repeat} more (warm)" if args.repeat else "spark-assign, warm (not run)", "per step", "Spark jobs", "jobs per step",
          "history recorded",
          "kafka-python replay (assign calls only)", "ratio (peer / ours)"],
         rows,
