@@ -229,18 +229,26 @@ def stored_rows(df: DataFrame) -> Any:
     return _STORED_ROWS.get(df)
 
 
-def has_rows(df: DataFrame, *, not_null: str | None = None) -> bool:
-    """Whether ``df`` has a row (one whose column ``not_null`` is not null, if given): read
-    off a small call's stored rows (:func:`stored_rows`) with no Spark action, else one
-    ``isEmpty`` action.
+def has_rows(df: DataFrame, *, not_null: str | None = None, true: str | None = None) -> bool:
+    """Whether ``df`` has a row (one whose column ``not_null`` is not null, or whose boolean
+    column ``true`` is true, if given): read off a small call's stored rows
+    (:func:`stored_rows`) with no Spark action, else one ``isEmpty`` action.
 
     >>> has_rows(spark.range(0)), has_rows(spark.sql("SELECT NULL AS key"), not_null="key")  # doctest: +SKIP
     (False, False)
+    >>> has_rows(spark.sql("SELECT false AS moved"), true="moved")  # doctest: +SKIP
+    False
     """
     rows = stored_rows(df)
     if rows is not None:
+        if true:
+            return True in rows.column(true).to_pylist()
         return rows.num_rows > (rows.column(not_null).null_count if not_null else 0)
-    return not (df.where(df[not_null].isNotNull()) if not_null else df).isEmpty()
+    if true:
+        df = df.where(df[true])
+    elif not_null:
+        df = df.where(df[not_null].isNotNull())
+    return not df.isEmpty()
 
 
 def in_small_call() -> bool:

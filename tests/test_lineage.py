@@ -151,9 +151,10 @@ def test_a_small_call_runs_under_its_settings_and_gives_the_session_back(spark):
 
 
 def test_has_rows_reads_a_small_calls_stored_rows_without_a_job(spark):
-    """has_rows, with or without a column that must not be null: off the stored rows of a small
-    call's frame with no Spark job, and with one action on any other frame, the same answers."""
-    df = spark.createDataFrame([("g", 1, None), ("g", 2, None)], "group_id string, n int, key string")
+    """has_rows, with or without a column that must not be null or true: off the stored rows of
+    a small call's frame with no Spark job, and with one action on any other frame, the same answers."""
+    df = spark.createDataFrame([("g", 1, None, False, None), ("g", 2, None, True, None)],
+                               "group_id string, n int, key string, moved boolean, unknown boolean")
     tracker = spark.sparkContext.statusTracker()
 
     @small_call_scope
@@ -163,10 +164,11 @@ def test_has_rows_reads_a_small_calls_stored_rows_without_a_job(spark):
 
     rows, none = stored()
     before = max(tracker.getJobIdsForGroup(None), default=-1)
-    answers = [has_rows(rows), has_rows(rows, not_null="key"), has_rows(rows, not_null="n"), has_rows(none)]
+    asks = [{}, {"not_null": "key"}, {"not_null": "n"}, {"true": "moved"}, {"true": "unknown"}]
+    answers = [has_rows(rows, **ask) for ask in asks] + [has_rows(none), has_rows(none, true="moved")]
     assert max(tracker.getJobIdsForGroup(None), default=-1) == before  # read on the driver
-    assert answers == [True, False, True, False]
-    assert [has_rows(df), has_rows(df, not_null="key"), has_rows(df, not_null="n"), has_rows(df.limit(0))] == answers
+    assert answers == [True, False, True, True, False, False, False]
+    assert [has_rows(df, **ask) for ask in asks] + [has_rows(df.limit(0)), has_rows(df.limit(0), true="moved")] == answers
 
 
 @pytest.mark.connect

@@ -26,9 +26,9 @@ from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
 from ..frames import GROUP as _G
-from ..frames import one_row, per_group, sql_name, union_all
+from ..frames import per_group, sql_name, union_all
 from ..inputs import owned_or_empty
-from ..lineage import in_small_call, materialize_state, stored_rows
+from ..lineage import in_small_call, materialize_state
 from ..rebalance import rebalance
 
 #: separates the group from the topic in group-scoped topic names
@@ -202,15 +202,6 @@ def _rebalance_flags(step: Step, departed: DataFrame, released: DataFrame) -> Da
     rebalanced = "triggers OR _rel IS NOT NULL OR _dep IS NOT NULL AS rebalanced"
     return materialize_state(flags.selectExpr(*[(rebalanced if c == "rebalanced" else c) for c in columns]),
                              eager=False)
-
-
-def _any_rebalanced(flags: DataFrame) -> bool:
-    """Whether some group of the step rebalances (:func:`_rebalance_flags`): one action, or
-    none in a small replay, whose flags are on the driver once stored."""
-    rows = stored_rows(flags)
-    if rows is not None:
-        return any(rows["rebalanced"].to_pylist())
-    return bool(one_row(flags.agg(F.bool_or("rebalanced")))[0])
 
 
 def _rebalance_step(state: ReplayState, step: Step, flags: DataFrame, rb_groups: DataFrame, owned_now: DataFrame,

@@ -32,6 +32,7 @@ from ..frames import empty, one_row, per_group, union_all
 from ..inputs import normalize_partitions
 from ..lineage import (
     decide_small_call,
+    has_rows,
     in_small_call,
     materialize_state,
     relation_of,
@@ -60,7 +61,6 @@ from .phases import (
     ReplayState,
     Step,
     _add_step_output,
-    _any_rebalanced,
     _carry_ownership,
     _rebalance_flags,
     _rebalance_step,
@@ -201,7 +201,7 @@ def replay(events: DataFrame, partitions: DataFrame, *, strategy, protocol_rule,
         # a step whose events call for a rebalance has groups to rebalance; otherwise only
         # departures or released partitions may call for one (that action stores the flags;
         # a small replay reads them off the stored rows)
-        if (step.flags is not None and step.flags.triggers) or _any_rebalanced(flags):
+        if (step.flags is not None and step.flags.triggers) or has_rows(flags, true="rebalanced"):
             new_owned = new_owned.unionByName(_rebalance_step(
                 state, step, flags, rb_groups, owned_now, departed, out, protocol_rule=protocol_rule,
                 max_rounds=max_rounds, keep_rows=keep_rows, options=options))

@@ -634,7 +634,7 @@ def target_counts(
         if LAST_ROUNDS < max_rounds and not mem.where(F.col("member_load") > F.col("target_load")).isEmpty():
             by_group = partitioned_by(mem, "group_id")  # the round shuffles nothing more
             paired = materialize(_after_moves(by_group, _pair_moves(by_group, LAST_ROUNDS)))
-            if not paired.where(F.col("moved")).isEmpty():
+            if has_rows(paired, true="moved"):
                 mem, synced = paired.drop("moved"), False
                 continue
         if not synced:  # the subscription rows take every pairing round's moves at once

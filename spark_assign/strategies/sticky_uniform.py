@@ -70,7 +70,7 @@ from pyspark.sql import functions as F
 
 from ..frames import one_row, sql_name, union_all
 from ..inputs import BLOCK_BITS, owned_or_empty, partition_bit, partition_block, topic_sizes
-from ..lineage import materialize, partitioned_by
+from ..lineage import has_rows, materialize, partitioned_by
 from ..ordering import java_order, java_order_sql
 from ..owned import claim_aggregates, claim_outcome, free_to_take, member_ranks
 from ..quota import max_quota, min_quota, num_max_quota
@@ -345,7 +345,7 @@ def _route(mem0: DataFrame, layout: DataFrame) -> tuple[DataFrame, DataFrame | N
     # so they cost no action of their own
     blocks = materialize(blocks.selectExpr(_G, "topic", "_block", "num_partitions", "_mask", f"{bad} AS _bad"),
                          eager=False)
-    if blocks.where("_bad").isEmpty():
+    if not has_rows(blocks, true="_bad"):
         return blocks, None
     return blocks, F.broadcast(materialize(blocks.where("_bad").selectExpr(_G).distinct()))
 
