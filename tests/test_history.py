@@ -232,7 +232,11 @@ KILLED_RUN = textwrap.dedent("""
     import sys
     from spark_assign.session import local_session
     from spark_assign.history import AssignmentHistory
-    spark = local_session("killed-run", shuffle_partitions=2)
+    # a short run in a new JVM: C1 only and interpreted plans (what is under test is the commit
+    # order, not how the plans run) took its one record from 14.4-14.9 s to 9.8-10.1 s
+    spark = local_session("killed-run", shuffle_partitions=2, extra={
+        "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1", "spark.sql.codegen.wholeStage": "false",
+        "spark.sql.codegen.factoryMode": "NO_CODEGEN"})
     rows = [("g1", "a", "t", 0), ("g1", "b", "t", 1), ("g2", "x", "t", 0)]
     df = spark.createDataFrame(rows, "group_id string, member_id string, topic string, partition int")
     AssignmentHistory(sys.argv[1], spark).record(df, strategy="range", generation=2)
