@@ -11,6 +11,8 @@ tansu's gaps, found by trying it (coded around here, never in the library):
 
 from __future__ import annotations
 
+import concurrent.futures
+import queue
 import socket
 import subprocess
 import threading
@@ -108,18 +110,30 @@ class ConsumerGroup:
         self.consumers = [KafkaConsumer(*topics, bootstrap_servers=bootstrap, group_id=group_id,
                                         client_id=f"{group_id}-c{i}", **settings, **own[i]) for i in range(members)]
         self.active = list(range(members))
-        self._locks = [threading.Lock() for _ in self.consumers]
+        self._calls: list[queue.SimpleQueue] = [queue.SimpleQueue() for _ in self.consumers]
         self._stops = [threading.Event() for _ in self.consumers]
         self._threads = [threading.Thread(target=self._poll, args=(i,), daemon=True) for i in range(members)]
 
     def _poll(self, i: int) -> None:
+        consumer, calls = self.consumers[i], self._calls[i]
         while not self._stops[i].is_set():
-            with self._locks[i]:
-                self.consumers[i].poll(100)
+            consumer.poll(100)
+            while not calls.empty():  # the calls queued meanwhile, in order, between two polls
+                fn, done = calls.get()
+                try:
+                    done.set_result(fn(consumer))
+                except BaseException as exc:  # handed to the caller
+                    done.set_exception(exc)
 
     def call(self, i: int, fn):
-        with self._locks[i]:
+        """``fn(consumer i)`` run by that consumer's polling thread between two polls (a
+        consumer is not thread-safe; a lock the polling loop takes back at once starved the
+        caller for seconds), or here when the consumer does not poll."""
+        if not self._threads[i].is_alive():
             return fn(self.consumers[i])
+        done: concurrent.futures.Future = concurrent.futures.Future()
+        self._calls[i].put((fn, done))
+        return done.result(timeout=60)
 
     def member_ids(self) -> list[str]:
         """The active consumers' member ids, in the order of :attr:`active`."""
