@@ -129,6 +129,10 @@ def test_quickstart_runs_the_sample_jobs_in_order_and_stops_at_the_first_failure
     for _, argv in quickstart.QUICKSTART:  # every file it names is in the checkout
         for flag, value in zip(argv[::2], argv[1::2]):
             assert (ROOT / value).is_file(), (flag, value)
+    # a scenario run replaces its own history: the rebalances' history must survive the quick start
+    sample, scenario = (yaml.safe_load((ROOT / "conf" / name).read_text()) for name in ("sample.yaml", "scenario.yaml"))
+    rebalanced, simulated = Path(sample["history"]), Path(scenario["out"]) / "history"
+    assert not (rebalanced.is_relative_to(simulated) or simulated.is_relative_to(rebalanced)), (rebalanced, simulated)
     bad = ["--members", "m.jsonl", "--partitions", "p.jsonl", "--strategy", "nope"]
     assert quickstart.main([("rebalance", bad), ("simulate", ["--config", "conf/scenario.yaml"])]) == 2
     out, err = capsys.readouterr()
