@@ -10,6 +10,13 @@ to each action.
     python benchmarks/probe_sites.py simulate --config conf/scenario.yaml
     python benchmarks/probe_sites.py rebalance --config conf/sample.yaml --top 20
     python benchmarks/probe_sites.py simulate --totals-only --config conf/scenario.yaml
+    python benchmarks/probe_sites.py simulate --runs 2 --executor-time --config conf/scenario.yaml
+
+``--runs N`` runs the pipeline N times in the one session and reports the last run (the
+earlier ones warm the JVM up). ``--executor-time`` also records Spark's event log and
+splits the last run's wall time into the time some job was running, the executors' task
+time, and the task time of single-task stages (work on one core while the other waits):
+what is left of the wall is the driver's (plans, Python, commits).
 
 Needs a classic session (it reads the job counter through the JVM gateway).
 """
@@ -18,8 +25,11 @@ from __future__ import annotations
 
 import argparse
 import collections
+import glob
+import json
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -39,8 +49,13 @@ def main() -> int:
     p.add_argument("pipeline", choices=("rebalance", "simulate"))
     p.add_argument("--top", type=int, default=30, help="call sites to print")
     p.add_argument("--totals-only", action="store_true", help="no wrapping: the run's seconds and jobs only")
+    p.add_argument("--runs", type=int, default=1, help="runs in the session; the last one is reported")
+    p.add_argument("--executor-time", action="store_true",
+                   help="record Spark's event log and split the last run's time between the executors and the driver")
     args, rest = p.parse_known_args()
-    spark = local_session()
+    log_dir = tempfile.mkdtemp(prefix="spark-assign-eventlog-") if args.executor_time else None
+    spark = local_session(extra={"spark.eventLog.enabled": "true", "spark.eventLog.dir": log_dir,
+                                 "spark.eventLog.compress": "false"} if log_dir else None)
     dag = spark.sparkContext._jsc.sc().dagScheduler()  # classic only: the job counter
     sites: dict[tuple[str, str], list] = collections.defaultdict(lambda: [0, 0, 0.0])
     depth = [0]
@@ -82,10 +97,19 @@ def main() -> int:
         from spark_assign.cli.rebalance import main as run
     else:
         from spark_assign.cli.simulate import main as run
+    for _ in range(args.runs - 1):
+        run(rest)
+    sites.clear()
+    jobs0, started = dag.numTotalJobs(), time.time()
     t0 = time.perf_counter()
     code = run(rest)
     wall = time.perf_counter() - t0
-    print(f"\n{args.pipeline}: {wall:.1f} s, {dag.numTotalJobs()} Spark jobs in this session")
+    print(f"\n{args.pipeline}: {wall:.1f} s, {dag.numTotalJobs() - jobs0} Spark jobs (run {args.runs} in this session)")
+    if log_dir:
+        spark.stop()  # closes the event log
+        busy, tasks, single = executor_time(log_dir, int(started * 1000))
+        print(f"{busy:.1f} s with a Spark job running; executors' task time {tasks:.1f} s, of it "
+              f"{single:.1f} s in single-task stages; the rest of the {wall:.1f} s is the driver's")
     if sites:
         print(f"{sum(v[2] for v in sites.values()):.1f} s and {sum(v[1] for v in sites.values())} jobs "
               "inside the library's actions")
@@ -93,6 +117,35 @@ def main() -> int:
         for (action, where), (calls, jobs, seconds) in sorted(sites.items(), key=lambda kv: -kv[1][2])[:args.top]:
             print(f"{seconds:8.2f} {jobs:6d} {calls:6d}  {action:16s} {where}")
     return code
+
+
+def executor_time(log_dir: str, since_ms: int) -> tuple[float, float, float]:
+    """From the event log in ``log_dir``, for the jobs submitted from ``since_ms`` on: seconds
+    with at least one job running, the tasks' executor run time, and that of the stages
+    that ran as one task."""
+    spans, stage_tasks, stage_ms, ours = [], collections.Counter(), collections.Counter(), set()
+    for path in glob.glob(os.path.join(log_dir, "**", "*"), recursive=True):
+        if not os.path.isfile(path) or os.path.basename(path).startswith(("appstatus", ".")):
+            continue
+        started: dict[int, int] = {}
+        with open(path) as log:
+            for line in log:
+                event = json.loads(line)
+                kind = event["Event"]
+                if kind == "SparkListenerJobStart" and event["Submission Time"] >= since_ms:
+                    started[event["Job ID"]] = event["Submission Time"]
+                    ours.update(event["Stage IDs"])
+                elif kind == "SparkListenerJobEnd" and event["Job ID"] in started:
+                    spans.append((started[event["Job ID"]], event["Completion Time"]))
+                elif kind == "SparkListenerTaskEnd" and event["Stage ID"] in ours:
+                    stage_tasks[event["Stage ID"]] += 1
+                    stage_ms[event["Stage ID"]] += (event.get("Task Metrics") or {}).get("Executor Run Time", 0)
+    busy, end = 0, 0
+    for start, stop in sorted(spans):  # the union of the jobs' spans
+        busy += max(0, stop - max(start, end))
+        end = max(end, stop)
+    single = sum(ms for stage, ms in stage_ms.items() if stage_tasks[stage] == 1)
+    return busy / 1000, sum(stage_ms.values()) / 1000, single / 1000
 
 
 if __name__ == "__main__":
