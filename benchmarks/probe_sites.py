@@ -28,6 +28,7 @@ import collections
 import glob
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -108,6 +109,7 @@ def main() -> int:
     if log_dir:
         spark.stop()  # closes the event log
         busy, tasks, single = executor_time(log_dir, int(started * 1000))
+        shutil.rmtree(log_dir, ignore_errors=True)
         print(f"{busy:.1f} s with a Spark job running; executors' task time {tasks:.1f} s, of it "
               f"{single:.1f} s in single-task stages; the rest of the {wall:.1f} s is the driver's")
     if sites:
@@ -124,19 +126,18 @@ def executor_time(log_dir: str, since_ms: int) -> tuple[float, float, float]:
     with at least one job running, the tasks' executor run time, and that of the stages
     that ran as one task."""
     spans, stage_tasks, stage_ms, ours = [], collections.Counter(), collections.Counter(), set()
-    for path in glob.glob(os.path.join(log_dir, "**", "*"), recursive=True):
-        if not os.path.isfile(path) or os.path.basename(path).startswith(("appstatus", ".")):
-            continue
-        started: dict[int, int] = {}
+    submitted: dict[int, int] = {}
+    paths = [p for p in glob.glob(os.path.join(log_dir, "**", "events_*"), recursive=True) if os.path.isfile(p)]
+    for path in sorted(paths, key=lambda p: int(os.path.basename(p).split("_")[1])):  # a rolling log, in order
         with open(path) as log:
             for line in log:
                 event = json.loads(line)
                 kind = event["Event"]
                 if kind == "SparkListenerJobStart" and event["Submission Time"] >= since_ms:
-                    started[event["Job ID"]] = event["Submission Time"]
+                    submitted[event["Job ID"]] = event["Submission Time"]
                     ours.update(event["Stage IDs"])
-                elif kind == "SparkListenerJobEnd" and event["Job ID"] in started:
-                    spans.append((started[event["Job ID"]], event["Completion Time"]))
+                elif kind == "SparkListenerJobEnd" and event["Job ID"] in submitted:
+                    spans.append((submitted[event["Job ID"]], event["Completion Time"]))
                 elif kind == "SparkListenerTaskEnd" and event["Stage ID"] in ours:
                     stage_tasks[event["Stage ID"]] += 1
                     stage_ms[event["Stage ID"]] += (event.get("Task Metrics") or {}).get("Executor Run Time", 0)
