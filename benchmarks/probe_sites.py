@@ -55,7 +55,9 @@ def main() -> int:
                    help="record Spark's event log and split the last run's time between the executors and the driver")
     args, rest = p.parse_known_args()
     log_dir = tempfile.mkdtemp(prefix="spark-assign-eventlog-") if args.executor_time else None
+    # a rolling log (files events_1_*, events_2_*, ... as :func:`executor_time` reads them), uncompressed
     spark = local_session(extra={"spark.eventLog.enabled": "true", "spark.eventLog.dir": log_dir,
+                                 "spark.eventLog.rolling.enabled": "true",
                                  "spark.eventLog.compress": "false"} if log_dir else None)
     dag = spark.sparkContext._jsc.sc().dagScheduler()  # classic only: the job counter
     sites: dict[tuple[str, str], list] = collections.defaultdict(lambda: [0, 0, 0.0])
