@@ -4,7 +4,11 @@ of a ``rebalance()`` that records history, under each materialization policy in 
 (the policy is read at every call, so one cluster serves both). Prints one JSON line
 per policy and call.
 
-usage: python tests/fault_run.py WORKDIR [reliable] [local]
+What the calls start from (the result of the call without a kill, the history and the
+rebalance's members) is made beforehand by :func:`prepare`, in the test run's own warm session:
+in this process's three new JVMs the same work took about a third of the run.
+
+usage: python tests/fault_run.py WORKDIR [reliable] [local]   (WORKDIR prepared by prepare())
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import threading
 import time
 
 from pyspark.sql import functions as F
+from short_run import C1_ONLY, INTERPRETED
 
 from spark_assign import AssignmentHistory, assign, check_assignment, rebalance
 from spark_assign.lineage import executor_ids, local_relation
@@ -36,12 +41,13 @@ def main(workdir: str, modes: list[str]) -> None:
     extra = {
         "spark.executor.memory": "512m",
         # what is under test is the loss of an executor's blocks, not how the code runs: the
-        # executors compile with C1 only and every plan runs interpreted (no generated classes
-        # for each JVM to compile), which took this run from 197-202 s to 110 s on 2 cores,
-        # where the three JVMs' compilers had been competing for the cores
-        "spark.executor.extraJavaOptions": "-XX:TieredStopAtLevel=1",
-        "spark.sql.codegen.wholeStage": "false",
-        "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+        # three JVMs compile with C1 only and every plan runs interpreted (no generated classes
+        # for each JVM to compile), which took this run from 197-202 s to 110 s on 2 cores with
+        # the executors' (their compilers had been competing for the cores), and to 83 s with
+        # the driver's too (tests/short_run.py)
+        "spark.executor.extraJavaOptions": C1_ONLY,
+        "spark.driver.extraJavaOptions": C1_ONLY,
+        **INTERPRETED,
         # every shuffle keeps its 4 partitions, so each executor stores blocks of each checkpoint
         "spark.sql.adaptive.coalescePartitions.enabled": "false",
         "spark.checkpoint.dir": os.path.join(workdir, "checkpoints"),
@@ -86,44 +92,61 @@ def main(workdir: str, modes: list[str]) -> None:
         thread.join()
         return {**outcome, "killed": [pid for pid in killed if pid]}
 
+    members, partitions = inputs(spark)
+    with open(os.path.join(workdir, EXPECTED)) as saved:
+        expected = [tuple(r) for r in json.load(saved)]
+    # the rebalance's members on the driver (a local relation): no block of theirs can be lost
+    # with the executor, so what the kill takes is the call's own state
+    joined = local_relation(spark.read.parquet(os.path.join(workdir, JOINED)))
+    for mode in modes:
+        spark.conf.set("spark.assign.materialization", mode)  # explicit: the session has a checkpoint dir
+        history_path = os.path.join(workdir, f"history-{mode}")
+        shutil.copytree(os.path.join(workdir, BASE_HISTORY), history_path)
+        run_calls(spark, mode, members, partitions, joined, history_path, with_a_kill, expected)
+    spark.stop()
+
+
+#: what :func:`prepare` writes into the work folder
+EXPECTED, BASE_HISTORY, JOINED = "expected.json", "history-base", "joined.parquet"
+
+
+def inputs(spark):
+    """The calls' members (40 groups of 10, topics t and u) and partitions (100 of each topic)."""
     members = spark.range(0, 400, numPartitions=4).select(
         F.concat(F.lit("g"), (F.col("id") % 40).cast("string")).alias("group_id"),
         F.concat(F.lit("m"), F.col("id").cast("string")).alias("member_id"),
         F.array(F.lit("t"), F.lit("u")).alias("topics"))
     partitions = spark.range(0, 100, numPartitions=4).select(
         F.explode(F.array(F.lit("t"), F.lit("u"))).alias("topic"), F.col("id").cast("int").alias("partition"))
-
-    def rows(df):
-        return sorted(tuple(r) for r in df.select("group_id", "member_id", "topic", "partition").collect())
-
-    expected = rows(assign(members, partitions, "sticky"))  # without a kill
-    base = os.path.join(workdir, "history-base")
-    joined = starting_history(spark, members, partitions, base)
-    for mode in modes:
-        spark.conf.set("spark.assign.materialization", mode)  # explicit: the session has a checkpoint dir
-        history_path = os.path.join(workdir, f"history-{mode}")
-        shutil.copytree(base, history_path)
-        run_calls(spark, mode, members, partitions, joined, history_path, with_a_kill, rows, expected)
-    spark.stop()
+    return members, partitions
 
 
-def starting_history(spark, members, partitions, path: str):
-    """The history both policies start from, recorded at ``path`` once (each policy copies it): a
-    cooperative rebalance of the 40 groups, generation 1, under the session's ``auto`` policy
-    (``reliable``: it has a checkpoint directory). Returns its members with a joiner per group,
-    on the driver (a local relation): the killed rebalance reads them, and no block of theirs
-    can be lost with the executor, so what the kill takes is the call's own state."""
-    first = rebalance(members, partitions, strategy="cooperative-sticky", history=AssignmentHistory(path, spark))
-    return local_relation(first.members.select("group_id", "member_id", "topics", "owned", "generation").unionByName(
+def rows(df):
+    """``df``'s assignment rows, sorted (comparable across sessions)."""
+    return sorted(tuple(r) for r in df.select("group_id", "member_id", "topic", "partition").collect())
+
+
+def prepare(spark, workdir: str) -> None:
+    """Into ``workdir``, with ``spark`` (any session: the results do not depend on it): the
+    sticky assignment of :func:`inputs` without a kill (the rows the killed ``assign()`` must
+    give), and the history both policies start from (each copies it), a cooperative rebalance
+    of the 40 groups at generation 1, with its members plus a joiner per group (the killed
+    rebalance's members)."""
+    members, partitions = inputs(spark)
+    with open(os.path.join(workdir, EXPECTED), "w") as out:
+        json.dump(rows(assign(members, partitions, "sticky")), out)
+    history = AssignmentHistory(os.path.join(workdir, BASE_HISTORY), spark)
+    first = rebalance(members, partitions, strategy="cooperative-sticky", history=history)
+    first.members.select("group_id", "member_id", "topics", "owned", "generation").unionByName(
         spark.range(0, 40, numPartitions=2).select(
             F.concat(F.lit("g"), F.col("id").cast("string")).alias("group_id"),
             F.concat(F.lit("joiner"), F.col("id").cast("string")).alias("member_id"),
             F.array(F.lit("t"), F.lit("u")).alias("topics"),
             F.lit(None).cast("array<struct<topic:string,partition:int>>").alias("owned"),
-            F.lit(None).cast("int").alias("generation"))))
+            F.lit(None).cast("int").alias("generation"))).write.parquet(os.path.join(workdir, JOINED))
 
 
-def run_calls(spark, mode, members, partitions, joined, history_path, with_a_kill, rows, expected) -> None:
+def run_calls(spark, mode, members, partitions, joined, history_path, with_a_kill, expected) -> None:
     """One policy's two calls, each with an executor killed in its middle (``joined``: the
     rebalance's members, on the history at ``history_path``)."""
     # assign(): the result under a kill equals the result without one

@@ -22,9 +22,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
-def fault_outcomes(tmp_path_factory) -> tuple[dict[str, dict[str, dict]], Path]:
-    """One local-cluster run of both policies (tests/fault_run.py): outcome per policy and call."""
+def fault_outcomes(spark, tmp_path_factory) -> tuple[dict[str, dict[str, dict]], Path]:
+    """One local-cluster run of both policies (tests/fault_run.py): outcome per policy and call.
+    What the calls start from is made first, in this session (fault_run.prepare)."""
+    from fault_run import prepare
+
     workdir = tmp_path_factory.mktemp("faults")
+    prepare(spark, str(workdir))
     log = workdir / "driver.log"
     with open(log, "w") as stderr:
         proc = subprocess.run([sys.executable, str(ROOT / "tests" / "fault_run.py"), str(workdir)],

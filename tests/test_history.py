@@ -20,6 +20,7 @@ from casetable import CASES_DIR, SEP, Case, expected, inputs, lags, parse_tp, st
 from chispa import assert_df_equality
 from deltalake import DeltaTable
 from pyspark.sql import functions as F
+from short_run import submit_args
 
 from spark_assign.errors import HistoryError
 from spark_assign.history import GENERATIONS_SCHEMA, AssignmentHistory, record_id
@@ -232,11 +233,7 @@ KILLED_RUN = textwrap.dedent("""
     import sys
     from spark_assign.session import local_session
     from spark_assign.history import AssignmentHistory
-    # a short run in a new JVM: C1 only and interpreted plans (what is under test is the commit
-    # order, not how the plans run) took its one record from 14.4-14.9 s to 9.8-10.1 s
-    spark = local_session("killed-run", shuffle_partitions=2, extra={
-        "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1", "spark.sql.codegen.wholeStage": "false",
-        "spark.sql.codegen.factoryMode": "NO_CODEGEN"})
+    spark = local_session("killed-run", shuffle_partitions=2)
     rows = [("g1", "a", "t", 0), ("g1", "b", "t", 1), ("g2", "x", "t", 0)]
     df = spark.createDataFrame(rows, "group_id string, member_id string, topic string, partition int")
     AssignmentHistory(sys.argv[1], spark).record(df, strategy="range", generation=2)
@@ -256,8 +253,10 @@ def test_killed_run_leaves_no_half_recorded_generation(spark, tmp_path):
     marker = tmp_path / "paused"
     script = tmp_path / "killed_run.py"
     script.write_text(KILLED_RUN)
+    # a short run in a new JVM (tests/short_run.py: C1 only and interpreted plans; what is under
+    # test is the commit order) took its one record from 14.4-14.9 s to 9.8-10.1 s
     env = dict(os.environ, PYTHONPATH=str(ROOT), SPARK_ASSIGN_PAUSE_BEFORE_COMMIT="generations",
-               SPARK_ASSIGN_PAUSE_FILE=str(marker), SPARK_ASSIGN_DRIVER_MEMORY="1g")
+               SPARK_ASSIGN_PAUSE_FILE=str(marker), SPARK_ASSIGN_DRIVER_MEMORY="1g", PYSPARK_SUBMIT_ARGS=submit_args())
     proc = subprocess.Popen([sys.executable, str(script), loc], env=env, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

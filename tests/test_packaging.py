@@ -12,13 +12,21 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from short_run import submit_args
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def run(cmd, cwd, **kw):
+    return subprocess.run([str(c) for c in cmd], cwd=cwd, env=clean_env(), capture_output=True, text=True,
+                          timeout=900, **kw)
+
+
+def clean_env() -> dict[str, str]:
+    """The environment of a new user's shell: none of the test run's PySpark or path settings; a
+    Spark run gets tests/short_run.py's settings (C1 only, interpreted plans)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_", "SPARK_HOME", "PYTHONPATH"))}
-    return subprocess.run([str(c) for c in cmd], cwd=cwd, env=env, capture_output=True, text=True, timeout=900, **kw)
+    return {**env, "PYSPARK_SUBMIT_ARGS": submit_args()}
 
 
 @pytest.fixture(scope="module")
@@ -77,21 +85,33 @@ def test_pipelines_run_from_another_directory_on_the_installed_wheel(installed, 
     _, venv, _ = installed
     python = venv / "bin" / "python"
     # pipelines/rebalance.py from the checkout runs the installed package (it is importable); range
-    # for every group: the assignors themselves are the in-process tests' (tests/test_pipeline.py)
-    rebalanced = run([python, ROOT / "pipelines" / "rebalance.py", "--config", ROOT / "conf" / "sample.yaml",
-                      "--strategy", "range", "--history", tmp_path / "history"], cwd=tmp_path)
-    assert rebalanced.returncode == 0, rebalanced.stderr[-3000:]
-    assert "rebalanced 3 group(s)" in rebalanced.stdout
-    where = run([python, "-c", "import spark_assign; print(spark_assign.__file__)"], cwd=tmp_path)
-    assert str(venv) in where.stdout
-    # a three-event scenario through the console script: history, then the report (packaged SQL)
-    events = (ROOT / "data" / "scenario" / "events.csv").read_text().splitlines()[:4]
-    (tmp_path / "events.csv").write_text("\n".join(events) + "\n")
-    (tmp_path / "partitions.csv").write_text("topic,partitions\norders,12\npayments,6\n")
-    (tmp_path / "scenario.yaml").write_text("events: events.csv\npartitions: partitions.csv\nout: sim\n"
-                                            "strategy: range\n")
-    simulated = run([venv / "bin" / "spark-assign", "simulate", "--config", "scenario.yaml"], cwd=tmp_path)
-    assert simulated.returncode == 0, simulated.stderr[-3000:]
+    # for every group: the assignors themselves are the in-process tests' (tests/test_pipeline.py).
+    # It runs beside the scenario below (two new JVMs: 34 s together, 43 s one after the other)
+    logs = [open(tmp_path / f"rebalance.{name}", "w+") for name in ("out", "err")]  # files: a full pipe would block it
+    rebalancing = subprocess.Popen(
+        [str(c) for c in (python, ROOT / "pipelines" / "rebalance.py", "--config", ROOT / "conf" / "sample.yaml",
+                          "--strategy", "range", "--history", tmp_path / "history")],
+        cwd=tmp_path, env=clean_env(), stdout=logs[0], stderr=logs[1], text=True)
+    try:
+        where = run([python, "-c", "import spark_assign; print(spark_assign.__file__)"], cwd=tmp_path)
+        assert str(venv) in where.stdout
+        # a three-event scenario through the console script: history, then the report (packaged SQL)
+        events = (ROOT / "data" / "scenario" / "events.csv").read_text().splitlines()[:4]
+        (tmp_path / "events.csv").write_text("\n".join(events) + "\n")
+        (tmp_path / "partitions.csv").write_text("topic,partitions\norders,12\npayments,6\n")
+        (tmp_path / "scenario.yaml").write_text("events: events.csv\npartitions: partitions.csv\nout: sim\n"
+                                                "strategy: range\n")
+        simulated = run([venv / "bin" / "spark-assign", "simulate", "--config", "scenario.yaml"], cwd=tmp_path)
+        assert simulated.returncode == 0, simulated.stderr[-3000:]
+        rebalancing.wait(timeout=900)
+    finally:
+        rebalancing.kill()  # a no-op once it has ended
+        rebalancing.wait()
+    out, err = (log.seek(0) or log.read() for log in logs)
+    for log in logs:
+        log.close()
+    assert rebalancing.returncode == 0, err[-3000:]
+    assert "rebalanced 3 group(s)" in out
     report = (tmp_path / "sim" / "report.html").read_text()
     assert "<img" in report and "orders" in report
     # a bad config: one line on stderr, exit code 2

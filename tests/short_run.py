@@ -1,0 +1,24 @@
+"""Settings for the tests' short Spark runs in a new JVM (a subprocess: the wheel's pipelines,
+a killed recording, a lost executor). What those tests check is packaging, commit order or a
+lost executor's blocks, not how fast plans run, and a new JVM spends most of a short run
+compiling: with C1 only (no C2 compiler) and every plan interpreted (no generated classes), the
+wheel's two pipeline runs took 42.7 s instead of 59.4 s on 2 cores (BENCHMARKS.md, "The
+test suite's runs in new JVMs").
+
+>>> submit_args().startswith("--driver-java-options -XX:TieredStopAtLevel=1 --conf ")
+True
+"""
+
+from __future__ import annotations
+
+#: the JVM option: the client compiler only
+C1_ONLY = "-XX:TieredStopAtLevel=1"
+#: Spark's settings: interpreted operators and expressions, no generated code
+INTERPRETED = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+
+
+def submit_args() -> str:
+    """``PYSPARK_SUBMIT_ARGS`` that give a PySpark process's new driver JVM these settings
+    (a session it builds still applies its own settings over them)."""
+    confs = " ".join(f"--conf {k}={v}" for k, v in INTERPRETED.items())
+    return f"--driver-java-options {C1_ONLY} {confs} pyspark-shell"
