@@ -41,10 +41,10 @@ def main(workdir: str, modes: list[str]) -> None:
     extra = {
         "spark.executor.memory": "512m",
         # what is under test is the loss of an executor's blocks, not how the code runs: the
-        # three JVMs compile with C1 only and every plan runs interpreted (no generated classes
-        # for each JVM to compile), which took this run from 197-202 s to 110 s on 2 cores with
-        # the executors' (their compilers had been competing for the cores), and to 83 s with
-        # the driver's too (tests/short_run.py)
+        # three JVMs compile with C1 only and every plan runs interpreted (tests/short_run.py: no
+        # generated classes for each JVM to compile). The executors' took this run from 197-202 s
+        # to 110 s on 2 cores (their compilers had been competing for the cores); with its
+        # starting state made by prepare() it took 98.6 s, and with the driver's too 83 s
         "spark.executor.extraJavaOptions": C1_ONLY,
         "spark.driver.extraJavaOptions": C1_ONLY,
         **INTERPRETED,
@@ -127,8 +127,8 @@ def rows(df):
 
 
 def prepare(spark, workdir: str) -> None:
-    """Into ``workdir``, with ``spark`` (any session: the results do not depend on it): the
-    sticky assignment of :func:`inputs` without a kill (the rows the killed ``assign()`` must
+    """Into ``workdir``, with ``spark`` (the test run's session, with the default ``spark.assign.*``
+    settings; the results do not depend on its partitioning or policies): the sticky assignment of :func:`inputs` without a kill (the rows the killed ``assign()`` must
     give), and the history both policies start from (each copies it), a cooperative rebalance
     of the 40 groups at generation 1, with its members plus a joiner per group (the killed
     rebalance's members)."""

@@ -3,10 +3,8 @@ a killed recording, a lost executor). What those tests check is packaging, commi
 lost executor's blocks, not how fast plans run, and a new JVM spends most of a short run
 compiling: with C1 only (no C2 compiler) and every plan interpreted (no generated classes), the
 wheel's two pipeline runs took 42.7 s instead of 59.4 s on 2 cores (BENCHMARKS.md, "The
-test suite's runs in new JVMs").
-
->>> submit_args().startswith("--driver-java-options -XX:TieredStopAtLevel=1 --conf ")
-True
+test suite's runs in new JVMs"). Those runs therefore do not exercise Spark's generated code:
+the in-process tests do.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """A normal (non-editable) install: build the wheel, install it into a fresh virtual
 environment, and run the jobs from another directory, as a `pip install spark-assign`
-user would (the SQL queries come from the wheel, not from the checkout)."""
+user would (the SQL queries come from the wheel, not from the checkout). Its Spark runs take
+tests/short_run.py's settings (C1 only, interpreted plans): what is tested here is the packaging."""
 
 from __future__ import annotations
 
@@ -23,8 +24,9 @@ def run(cmd, cwd, **kw):
 
 
 def clean_env() -> dict[str, str]:
-    """The environment of a new user's shell: none of the test run's PySpark or path settings; a
-    Spark run gets tests/short_run.py's settings (C1 only, interpreted plans)."""
+    """The environment of a new user's shell (none of the test run's PySpark or path settings),
+    except that a Spark run gets tests/short_run.py's settings (C1 only, interpreted plans: what
+    this module tests is the packaging)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_", "SPARK_HOME", "PYTHONPATH"))}
     return {**env, "PYSPARK_SUBMIT_ARGS": submit_args()}
 
@@ -87,11 +89,12 @@ def test_pipelines_run_from_another_directory_on_the_installed_wheel(installed, 
     # pipelines/rebalance.py from the checkout runs the installed package (it is importable); range
     # for every group: the assignors themselves are the in-process tests' (tests/test_pipeline.py).
     # It runs beside the scenario below (two new JVMs: 34 s together, 43 s one after the other)
-    logs = [open(tmp_path / f"rebalance.{name}", "w+") for name in ("out", "err")]  # files: a full pipe would block it
-    rebalancing = subprocess.Popen(
-        [str(c) for c in (python, ROOT / "pipelines" / "rebalance.py", "--config", ROOT / "conf" / "sample.yaml",
-                          "--strategy", "range", "--history", tmp_path / "history")],
-        cwd=tmp_path, env=clean_env(), stdout=logs[0], stderr=logs[1], text=True)
+    out_log, err_log = tmp_path / "rebalance.out", tmp_path / "rebalance.err"  # files: a full pipe would block it
+    with open(out_log, "w") as out, open(err_log, "w") as err:
+        rebalancing = subprocess.Popen(
+            [str(c) for c in (python, ROOT / "pipelines" / "rebalance.py", "--config", ROOT / "conf" / "sample.yaml",
+                              "--strategy", "range", "--history", tmp_path / "history")],
+            cwd=tmp_path, env=clean_env(), stdout=out, stderr=err, text=True)
     try:
         where = run([python, "-c", "import spark_assign; print(spark_assign.__file__)"], cwd=tmp_path)
         assert str(venv) in where.stdout
@@ -107,11 +110,8 @@ def test_pipelines_run_from_another_directory_on_the_installed_wheel(installed, 
     finally:
         rebalancing.kill()  # a no-op once it has ended
         rebalancing.wait()
-    out, err = (log.seek(0) or log.read() for log in logs)
-    for log in logs:
-        log.close()
-    assert rebalancing.returncode == 0, err[-3000:]
-    assert "rebalanced 3 group(s)" in out
+    assert rebalancing.returncode == 0, err_log.read_text()[-3000:]
+    assert "rebalanced 3 group(s)" in out_log.read_text()
     report = (tmp_path / "sim" / "report.html").read_text()
     assert "<img" in report and "orders" in report
     # a bad config: one line on stderr, exit code 2
