@@ -127,11 +127,12 @@ def rows(df):
 
 
 def prepare(spark, workdir: str) -> None:
-    """Into ``workdir``, with ``spark`` (the test run's session, with the default ``spark.assign.*``
-    settings; the results do not depend on its partitioning or policies): the sticky assignment of :func:`inputs` without a kill (the rows the killed ``assign()`` must
-    give), and the history both policies start from (each copies it), a cooperative rebalance
-    of the 40 groups at generation 1, with its members plus a joiner per group (the killed
-    rebalance's members)."""
+    """Into ``workdir``, with ``spark`` (the test run's session, with the default
+    ``spark.assign.*`` settings; the results do not depend on its partitioning or policies):
+    the sticky assignment of :func:`inputs` without a kill (the rows the killed ``assign()``
+    must give), and the history both policies start from (each copies it), a cooperative
+    rebalance of the 40 groups at generation 1, with its members plus a joiner per group (the
+    killed rebalance's members)."""
     members, partitions = inputs(spark)
     with open(os.path.join(workdir, EXPECTED), "w") as out:
         json.dump(rows(assign(members, partitions, "sticky")), out)
