@@ -33,6 +33,10 @@ STRATEGIES: dict[str, tuple[str, str]] = {
     "uniform": ("spark_assign.strategies.uniform", "assign_uniform"),
 }
 
+#: the strategies that read the partitions' topic sizes (``topic_sizes=``): validation
+#: builds them for these only
+SIZED_STRATEGIES = frozenset({"sticky", "cooperative-sticky", "uniform"})
+
 #: the rebalance protocols a group can run: ``classic`` (JoinGroup/SyncGroup, the
 #: group leader's client assignor) or ``consumer`` (KIP-848: the broker's assignor)
 GROUP_PROTOCOLS = ("classic", "consumer")
@@ -179,6 +183,6 @@ def assign(
         # lazy: the lineage is cut now (no job); the first action that reads an input stores it
         m, p = materialize(m, eager=False), materialize(p, eager=False)
     # the validated partitions' per-topic sizes: strategies that need them reuse them
-    sizes = validate_inputs(m, p) if validate else None
+    sizes = validate_inputs(m, p, sizes=canonical in SIZED_STRATEGIES) if validate else None
     result = fn(m, p, lags=lags, validate=validate, topic_sizes=sizes, **options)
     return result.select(*ASSIGNMENT_COLUMNS)

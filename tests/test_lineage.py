@@ -395,3 +395,29 @@ def test_a_small_calls_driver_rows_pass_exactly_what_the_spark_checks_pass(spark
             with _setting(spark, rows):
                 assign(m, p, "range").collect()
             assert checks == expected
+
+
+def test_a_small_calls_result_runs_as_one_job_under_the_sessions_settings(spark):
+    """A small call's result is run by its caller after the call has given the session's
+    settings back (automatic broadcasts on): its joins are hinted, so that running it is one
+    Spark job, with no broadcast, for every strategy; the same rows as with broadcasts off."""
+    from spark_assign import assign
+
+    members = spark.createDataFrame(
+        [("g", f"c{i}", ["t0", "t1"], [("t0", i), ("t1", i)], 1) for i in range(4)] + [("g", "c9", ["t0", "t1"], [], 1)],
+        "group_id string, member_id string, topics array<string>, "
+        "owned array<struct<topic:string,partition:int>>, generation int")
+    partitions = spark.createDataFrame([(t, p) for t in ("t0", "t1") for p in range(10)], "topic string, partition int")
+    tracker = spark.sparkContext.statusTracker()
+    assert spark.conf.get("spark.sql.autoBroadcastJoinThreshold") != "-1"
+    for strategy in ("range", "roundrobin", "sticky", "cooperative-sticky"):
+        result = assign(members, partitions, strategy)
+        assert "Broadcast" not in _plan(result), strategy
+        before = set(tracker.getJobIdsForGroup(None))
+        rows = sorted(result.collect())
+        assert len(set(tracker.getJobIdsForGroup(None)) - before) == 1, strategy
+        spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
+        try:
+            assert sorted(result.collect()) == rows and len(rows) == 20, strategy
+        finally:
+            spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")

@@ -53,7 +53,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.utils import is_remote
 
 from ..errors import InvalidOptionError
-from ..frames import let
+from ..frames import let, merge_side
 from ..lineage import stored_rows
 from ..options import RACK_AWARE, parse_rack_aware
 from ..ordering import with_member_index
@@ -116,7 +116,7 @@ def _topic_subscribers(members: DataFrame, partitions: DataFrame) -> DataFrame:
         "'rack', CASE WHEN rack != '' THEN rack END) AS sub")
     return (
         subs.groupBy("group_id", "topic").agg(F.expr("array_sort(collect_list(sub)) AS subscribers"))
-        .join(_topic_metadata(partitions), "topic")  # topics missing from the metadata are skipped
+        .join(merge_side(_topic_metadata(partitions)), "topic")  # topics missing from the metadata are skipped
     )
 
 

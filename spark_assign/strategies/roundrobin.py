@@ -29,6 +29,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from ..frames import merge_side
 from ..ordering import java_order, with_member_index
 
 
@@ -65,7 +66,7 @@ def assign_roundrobin(
     per_topic = (
         subs.groupBy("group_id", "num_members", "topic")
         .agg(F.array_sort(F.collect_list("sub")).alias("subscribers"))
-        .join(meta, "topic")  # topics missing from the metadata are skipped
+        .join(merge_side(meta), "topic")  # topics missing from the metadata are skipped
     )
     walks = per_topic.groupBy("group_id", "num_members").agg(
         F.array_sort(

@@ -68,7 +68,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from ..frames import one_row, sql_name, union_all
+from ..frames import merge_side, one_row, sql_name, union_all
 from ..inputs import BLOCK_BITS, owned_or_empty, partition_bit, partition_block, topic_sizes
 from ..lineage import has_rows, materialize, partitioned_by
 from ..ordering import java_order, java_order_sql
@@ -497,7 +497,7 @@ def _deal(mem: DataFrame, unassigned: DataFrame, use_racks: bool) -> DataFrame:
     if not use_racks or mem.where("mrack IS NOT NULL").isEmpty():
         unassigned = unassigned.selectExpr("*", "row_number() OVER (PARTITION BY group_id ORDER BY "
                                            f"{java_order_sql('topic')}, partition) - 1 AS pos")
-        return slots.join(unassigned, [_G, "pos"])
+        return slots.join(merge_side(unassigned), [_G, "pos"])
     base_order = [java_order("topic"), F.col("partition")]
     return _rack_fill(mem, slots, unassigned, base_order).join(
         unassigned.select(_G, "topic", "partition", "holder", "co_holder"), [_G, "topic", "partition"]
