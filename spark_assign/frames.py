@@ -78,7 +78,7 @@ def merge_side(df: DataFrame) -> DataFrame:
     otherwise. A small call's plans join one-partition relations, so the join shuffles
     nothing; but the caller runs the returned plan after the call has given the session's
     settings back, when Spark's automatic broadcast would make the join's small side a job
-    of its own (one job more per call, about 30 ms). The hint holds under any settings.
+    of its own (one job more per call: 5-30 ms, warm). The hint holds under any settings.
 
     >>> slots.join(merge_side(unassigned), [GROUP, "pos"])  # doctest: +SKIP
     """
