@@ -1,7 +1,19 @@
-"""Shared by tests/ and the doctests of spark_assign/: the one Spark session of a test run."""
+"""Shared by tests/ and the doctests of spark_assign/: the Spark sessions of a test run.
+
+One JVM serves the whole run. Its classic session (local[2], UI off, few shuffle partitions)
+also runs the Spark Connect server that ships with PySpark, as a plugin (as
+``remote_session("local[2]")`` starts it), and every test marked ``connect`` runs twice:
+``[classic]``, then ``[connect]`` over a Spark Connect session of that server. The Connect
+copies run after every other test, since opening a Connect session switches PySpark's column
+functions to Spark Connect for the whole process. A JVM of their own paid the JIT's warm-up
+a second time (BENCHMARKS.md, "The Connect tests in the suite's one JVM").
+
+``SPARK_ASSIGN_TEST_CONNECT=0`` leaves the Connect copies out (a quicker local run).
+"""
 
 import os
 import sys
+import uuid
 
 import pytest
 from _pytest.doctest import DoctestItem
@@ -9,21 +21,63 @@ from _pytest.doctest import DoctestItem
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
-#: set to a Spark Connect URL (``local[2]``: the server that ships with PySpark) to run the
-#: tests marked ``connect`` over Spark Connect instead of the whole suite on a classic session
-REMOTE = os.environ.get("SPARK_ASSIGN_TEST_REMOTE")
+#: the sessions a test marked ``connect`` runs on, in order
+SESSIONS = ("classic", "connect") if os.environ.get("SPARK_ASSIGN_TEST_CONNECT", "1") != "0" else ("classic",)
+#: the Spark Connect server's plugin (in the jars of pyspark[connect])
+CONNECT_PLUGIN = "org.apache.spark.sql.connect.SparkConnectPlugin"
+#: the run's sessions, opened on first use and stopped when the run ends (the Connect
+#: session first): the ``spark`` fixture hands them out, so that switching between the
+#: two never stops one
+_OPEN: dict[str, object] = {}
 
 
+def pytest_generate_tests(metafunc):
+    """The tests marked ``connect`` take ``spark`` once per session kind (ids ``classic``,
+    ``connect``). The classic kind's parameter is None, the value an unparametrized test's
+    request has, so that pytest keeps one classic ``spark`` (and the module fixtures built
+    on it) for both."""
+    if len(SESSIONS) > 1 and metafunc.definition.get_closest_marker("connect") and "spark" in metafunc.fixturenames:
+        metafunc.parametrize("spark", [None, "connect"], ids=list(SESSIONS), indirect=True, scope="module")
+
+
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
-    """Over Spark Connect, only the ``connect`` slice runs (the rest assumes a classic
-    session, or repeats what the slice already covers)."""
-    if not REMOTE:
-        return
-    keep = [item for item in items if item.get_closest_marker("connect")]
-    dropped = [item for item in items if not item.get_closest_marker("connect")]
-    if dropped:
-        config.hook.pytest_deselected(items=dropped)
-        items[:] = keep
+    """The Connect copies last, in their collection order (a stable sort, after pytest's
+    own grouping by fixture parameters)."""
+    items.sort(key=_on_connect)
+
+
+def _on_connect(item) -> bool:
+    callspec = getattr(item, "callspec", None)
+    return callspec is not None and callspec.params.get("spark") == "connect"
+
+
+def _session(kind: str):
+    """The run's ``kind`` session (``classic`` or ``connect``), opened on first use."""
+    if kind not in _OPEN:
+        if kind == "classic":
+            from spark_assign.session import local_session
+
+            # the Connect server's token: PySpark's client sends it, and the server (in the
+            # JVM this process starts, so with this environment) checks it
+            os.environ.setdefault("SPARK_CONNECT_AUTHENTICATE_TOKEN", str(uuid.uuid4()))
+            server = {"spark.plugins": CONNECT_PLUGIN} if "connect" in SESSIONS else {}
+            _OPEN[kind] = local_session(app_name="spark-assign-tests", shuffle_partitions=4, extra=server)
+        else:
+            _session("classic")  # its server
+            from spark_assign.session import remote_session
+
+            # PySpark's own local Connect mode (``remote_session("local[2]")``): its server
+            # runs in this process's JVM, which is the classic session's here
+            os.environ["SPARK_LOCAL_REMOTE"] = "1"
+            _OPEN[kind] = remote_session("local[2]", shuffle_partitions=4)
+    return _OPEN[kind]
+
+
+def pytest_sessionfinish(session, exitstatus):
+    for kind in ("connect", "classic"):
+        if kind in _OPEN:
+            _OPEN.pop(kind).stop()
 
 
 @pytest.fixture(autouse=True)
@@ -34,19 +88,10 @@ def _spark_in_doctests(request, doctest_namespace):
 
 
 @pytest.fixture(scope="session")
-def spark():
-    """The one Spark session of the test run: local[2], UI off, few shuffle partitions;
-    a Spark Connect session when SPARK_ASSIGN_TEST_REMOTE is set."""
-    if REMOTE:
-        from spark_assign.session import remote_session
-
-        session = remote_session(REMOTE, shuffle_partitions=4)
-    else:
-        from spark_assign.session import local_session
-
-        session = local_session(app_name="spark-assign-tests", shuffle_partitions=4)
-    yield session
-    session.stop()
+def spark(request):
+    """The classic Spark session of the test run (local[2], UI off, few shuffle partitions),
+    or for a test marked ``connect`` its ``[connect]`` copy's Spark Connect session."""
+    return _session(getattr(request, "param", None) or "classic")
 
 
 @pytest.fixture

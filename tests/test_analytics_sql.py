@@ -7,7 +7,7 @@ import pytest
 from spark_assign.history import AssignmentHistory
 from spark_assign.simulate import as_of_generation, generation_version, register_analytics_views, run_analytics
 
-pytestmark = pytest.mark.connect  # the Spark Connect leg runs these too
+pytestmark = pytest.mark.connect  # run again over Spark Connect (conftest.py)
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 

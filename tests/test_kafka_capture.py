@@ -29,8 +29,9 @@ from spark_assign.kafka import client as kafka_client
 from spark_assign.kafka.capture import _described, _Group
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def broker():
+    """A broker per module run: the Connect copy of a test (conftest.py) makes its topics again."""
     b = Broker()
     yield b
     b.stop()

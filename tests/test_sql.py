@@ -9,7 +9,7 @@ from chispa import assert_df_equality
 
 from spark_assign.history import AssignmentHistory
 
-pytestmark = pytest.mark.connect  # the Spark Connect leg runs these too
+pytestmark = pytest.mark.connect  # run again over Spark Connect (conftest.py)
 
 SQL = Path(__file__).resolve().parents[1] / "sql"
 ASSIGNMENT = "group_id string, member_id string, topic string, partition int"
