@@ -1,8 +1,8 @@
 """Shared by tests/ and the doctests of spark_assign/: the Spark sessions of a test run.
 
 One JVM serves the whole run. Its classic session (local[2], UI off, few shuffle partitions)
-also runs the Spark Connect server that ships with PySpark, as a plugin (as
-``remote_session("local[2]")`` starts it), and every test marked ``connect`` runs twice:
+also runs the Spark Connect server that ships with PySpark, as a plugin (the plugin
+``remote_session("local[2]")`` starts), and every test marked ``connect`` runs twice:
 ``[classic]``, then ``[connect]`` over a Spark Connect session of that server. The Connect
 copies run after every other test, since opening a Connect session switches PySpark's column
 functions to Spark Connect for the whole process. A JVM of their own paid the JIT's warm-up
@@ -29,6 +29,8 @@ CONNECT_PLUGIN = "org.apache.spark.sql.connect.SparkConnectPlugin"
 #: session first): the ``spark`` fixture hands them out, so that switching between the
 #: two never stops one
 _OPEN: dict[str, object] = {}
+#: whether the classic session runs the Connect server (some Connect copy was collected)
+_SERVE_CONNECT = False
 
 
 def pytest_generate_tests(metafunc):
@@ -40,11 +42,13 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("spark", [None, "connect"], ids=list(SESSIONS), indirect=True, scope="module")
 
 
-@pytest.hookimpl(trylast=True)
-def pytest_collection_modifyitems(config, items):
-    """The Connect copies last, in their collection order (a stable sort, after pytest's
-    own grouping by fixture parameters)."""
-    items.sort(key=_on_connect)
+def pytest_collection_finish(session):
+    """The Connect copies last, in their collection order (a stable sort, after every
+    reordering of the items, pytest's ``--ff`` and ``--nf`` included); the classic session
+    runs the Connect server only when some were collected."""
+    global _SERVE_CONNECT
+    session.items.sort(key=_on_connect)
+    _SERVE_CONNECT = bool(session.items) and _on_connect(session.items[-1])
 
 
 def _on_connect(item) -> bool:
@@ -54,6 +58,9 @@ def _on_connect(item) -> bool:
 
 def _session(kind: str):
     """The run's ``kind`` session (``classic`` or ``connect``), opened on first use."""
+    if kind == "classic" and "connect" in _OPEN:
+        raise RuntimeError("a classic test after a Connect copy: PySpark's functions are Spark Connect's "
+                           "for the rest of the process (the Connect copies must run last)")
     if kind not in _OPEN:
         if kind == "classic":
             from spark_assign.session import local_session
@@ -61,7 +68,9 @@ def _session(kind: str):
             # the Connect server's token: PySpark's client sends it, and the server (in the
             # JVM this process starts, so with this environment) checks it
             os.environ.setdefault("SPARK_CONNECT_AUTHENTICATE_TOKEN", str(uuid.uuid4()))
-            server = {"spark.plugins": CONNECT_PLUGIN} if "connect" in SESSIONS else {}
+            # the server on Spark Connect's port, 15002 (where PySpark's local Connect mode
+            # looks for it)
+            server = {"spark.plugins": CONNECT_PLUGIN} if _SERVE_CONNECT else {}
             _OPEN[kind] = local_session(app_name="spark-assign-tests", shuffle_partitions=4, extra=server)
         else:
             _session("classic")  # its server
