@@ -52,6 +52,7 @@ def pytest_collection_finish(session):
 
 
 def _on_connect(item) -> bool:
+    """Whether ``item`` is a Connect copy."""
     callspec = getattr(item, "callspec", None)
     return callspec is not None and callspec.params.get("spark") == "connect"
 
@@ -84,6 +85,8 @@ def _session(kind: str):
 
 
 def pytest_sessionfinish(session, exitstatus):
+    """Stop the run's sessions, the Connect one first (in PySpark's local Connect mode its
+    stop also stops the classic session; a second stop does nothing)."""
     for kind in ("connect", "classic"):
         if kind in _OPEN:
             _OPEN.pop(kind).stop()
