@@ -12,10 +12,16 @@ kafka-python peer on the very same input (its assign calls only):
 
     python benchmarks/bench_small.py
     python benchmarks/bench_small.py --materialization   # local vs reliable, one group
+    python benchmarks/bench_small.py --check             # check_assignment(), small call or not
 
 ``--materialization`` times the one-group input under both materialization policies
 (``spark.assign.materialization`` local, then reliable with a checkpoint directory) and
 writes its own section: what a cluster that must survive lost executors pays per call.
+
+``--check`` times ``check_assignment()`` on both inputs' sticky assignments, by each balance rule
+and cooperatively, as a small call (the session's default) and with small calls off
+(``spark.assign.smallCallRows=0``, how every check ran before it read small inputs to the
+driver), alternating the two in one warm session; it writes its own section.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import MEMBER_COLS, SparkJobs, Timing, fmt_s, run_peer, session, to_python, write_results
 
-from spark_assign import assign, next_round_members
+from spark_assign import assign, check_assignment, next_round_members
 
 STRATEGIES = ("range", "roundrobin", "sticky", "cooperative-sticky")
 
@@ -102,6 +108,53 @@ def materialization_costs(spark, args) -> int:
     return 0
 
 
+def check_costs(spark, args) -> int:
+    """check_assignment() as a small call and not, alternating in one warm session (medians)."""
+    import statistics
+
+    rows = []
+    for name, (members, partitions) in (("1 group: 10 members + 1 joiner, 2 x 50 partitions", one_group(spark)),
+                                        (f"{args.groups} mixed groups, 1 joiner each", mixed_groups(spark, args.groups))):
+        result = assign(members, partitions, "sticky").localCheckpoint()  # stored: the check is what is timed
+        for rule, kwargs in (("kafka", {"balance": "kafka"}), ("count", {"balance": "count"}),
+                             ("cooperative", {"cooperative": True})):
+            if "mixed" in name and rule == "count":  # mixed subscriptions: not balanced by count
+                continue
+            times: dict[str, list[float]] = {"small": [], "off": []}
+            jobs = {}
+            for i in range(args.warmups + args.repeat):
+                for mode in ("small", "off"):
+                    if mode == "off":
+                        spark.conf.set("spark.assign.smallCallRows", "0")
+                    else:  # the session's default bound
+                        spark.conf.unset("spark.assign.smallCallRows")
+                    with SparkJobs(spark) as counted:
+                        t0 = time.perf_counter()
+                        try:
+                            check_assignment(result, members, partitions, **kwargs)
+                        except AssertionError:  # a sticky joiner takes partitions others still hold
+                            pass
+                        dt = time.perf_counter() - t0
+                    if i >= args.warmups:
+                        times[mode].append(dt)
+                        jobs[mode] = counted.count
+            spark.conf.unset("spark.assign.smallCallRows")
+            rows.append([name, rule, f"{statistics.median(times['small']):.3f} s", jobs["small"],
+                         f"{statistics.median(times['off']):.3f} s", jobs["off"]])
+    write_results(
+        "small_check",
+        "check_assignment() on small inputs as a small call",
+        ["input (its sticky assignment)", "check", "small call (median, warm)", "Spark jobs",
+         "small calls off (median, warm)", "Spark jobs"],
+        rows,
+        notes=(f"Medians of {args.repeat} calls after {args.warmups} untimed ones per mode, the two modes "
+               "alternating call by call in one warm local[2] session. The cooperative check of a round that "
+               "hands partitions over raises AssignmentPropertyError; the time is the check's, raise included. "
+               "The job count is that of one call (status tracker)."),
+    )
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
@@ -109,10 +162,14 @@ def main(argv=None) -> int:
     parser.add_argument("--groups", type=int, default=100)
     parser.add_argument("--materialization", action="store_true",
                         help="time the one-group input under local and reliable materialization instead")
+    parser.add_argument("--check", action="store_true",
+                        help="time check_assignment() as a small call and with small calls off instead")
     args = parser.parse_args(argv)
     spark = session()
     if args.materialization:
         return materialization_costs(spark, args)
+    if args.check:
+        return check_costs(spark, args)
     rows = []
     for name, (members, partitions) in (("1 group: 10 members + 1 joiner, 2 x 50 partitions", one_group(spark)),
                                         (f"{args.groups} mixed groups (3-50 members, 6 x 24 partitions), 1 joiner each",

@@ -311,18 +311,19 @@ def small_call_undecided(spark: SparkSession) -> bool:
     return _CALL.get() == _OPEN
 
 
-def decide_small_call(spark: SparkSession, bound_rows: Callable[[], int]) -> bool:
+def decide_small_call(spark: SparkSession, bound_rows: Callable[[], int], *, max_rows: int | None = None) -> bool:
     """Whether the call in progress keeps its state on the driver: decided once, by the
     outermost :func:`small_call_scope` call that asks, from ``bound_rows()``, the rows its
     state can reach (an estimate for a threshold, computed only when this call decides
-    and ``spark.assign.smallCallRows`` is not 0). Never small outside a scope.
+    and ``spark.assign.smallCallRows`` is not 0), against that setting or ``max_rows``,
+    whichever is lower. Never small outside a scope.
 
     >>> if decide_small_call(spark, lambda: events.count() + groups * partitions):  # doctest: +SKIP
     ...     log.info("small call: intermediates kept as local relations")
     """
     if _CALL.get() == _OPEN:
         materialization(spark)  # its setting is checked by every call, small ones too (they may never checkpoint)
-        limit = small_call_rows(spark)
+        limit = small_call_rows(spark) if max_rows is None else min(max_rows, small_call_rows(spark))
         _CALL.set(_SMALL if limit and bound_rows() <= limit else _LARGE)
         if _CALL.get() == _SMALL:
             _apply_small_call_settings(spark)

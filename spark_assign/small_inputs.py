@@ -18,7 +18,8 @@ from .lineage import decide_small_call, local_relation, relation_of, rows_within
 SHORT_OWNED = 32
 
 
-def decide_small_inputs(members: DataFrame, partitions: DataFrame) -> tuple[DataFrame, DataFrame]:
+def decide_small_inputs(members: DataFrame, partitions: DataFrame, *,
+                        max_rows: int | None = None) -> tuple[DataFrame, DataFrame]:
     """Decide whether the call in progress is small (:func:`~spark_assign.lineage.decide_small_call`)
     from its normalized inputs, read before anything else with limited reads
     (:func:`~spark_assign.lineage.rows_within`): the members (at most ``spark.assign.smallCallRows``
@@ -28,14 +29,16 @@ def decide_small_inputs(members: DataFrame, partitions: DataFrame) -> tuple[Data
     back as local relations of the rows read (its members read again, whole, only when a list
     was longer), so that its validation and its strategy run over one-partition relations from
     the start; any other call gets them back as they were, having read at most
-    :data:`SHORT_OWNED` claims per member (a large call's can be millions).
+    :data:`SHORT_OWNED` claims per member (a large call's can be millions). ``max_rows``
+    lowers the bound below ``spark.assign.smallCallRows`` for a call whose work is one plan
+    (:func:`~spark_assign.properties.check_assignment`).
 
     >>> members, partitions = decide_small_inputs(normalize_members(members), normalize_partitions(partitions))  # doctest: +SKIP
     """
     import pyarrow.compute as pc
 
     spark = members.sparkSession
-    limit = small_call_rows(spark)
+    limit = small_call_rows(spark) if max_rows is None else min(max_rows, small_call_rows(spark))
     # one read: the members' rows, each long owned list left out (null, and flagged)
     has_owned = "owned" in members.columns
     long_list = f"coalesce(size(owned), 0) > {SHORT_OWNED}"
@@ -52,7 +55,7 @@ def decide_small_inputs(members: DataFrame, partitions: DataFrame) -> tuple[Data
             bound = subscribed
         elif (p_rows := rows_within(partitions, (limit - subscribed) // groups)) is not None:
             bound = subscribed + groups * p_rows.num_rows
-    if not decide_small_call(spark, lambda: bound):
+    if not decide_small_call(spark, lambda: bound, max_rows=limit):
         return members, partitions
     assert m_rows is not None  # a small call's bound counts the members read
     whole = not pc.any(m_rows["_long_list"]).as_py()

@@ -430,3 +430,67 @@ def test_a_small_calls_result_runs_as_one_job_under_the_sessions_settings(spark)
             assert sorted(assign(members, partitions, strategy).collect()) == rows, strategy
         finally:
             spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
+
+
+@pytest.mark.connect
+def test_check_assignment_reads_small_inputs_to_the_driver_and_finds_the_same_problems(spark, monkeypatch):
+    """check_assignment() over small inputs decides a small call from them (the members, the
+    partitions and the assignment read to the driver) and finds exactly the problem rows the
+    checks find on Spark's own partitions; a good assignment passes both ways."""
+    import spark_assign.lineage as lineage
+    import spark_assign.properties as properties
+    import spark_assign.small_inputs as small_inputs
+    from spark_assign import AssignmentPropertyError, check_assignment
+
+    member_rows = [  # one group per broken property, and one that holds them all
+        ("twice", "a", ["t0"], None, None), ("twice", "b", ["t0"], None, None),
+        ("unsubscribed", "a", ["t0"], None, None), ("unsubscribed", "b", ["t1"], None, None),
+        ("unassigned", "a", ["t0"], None, None),
+        ("skewed", "a", ["t1"], None, None), ("skewed", "b", ["t1"], None, None),
+        ("handed_over", "a", ["t1"], [("t1", 0)], 4), ("handed_over", "b", ["t1"], None, None),
+        ("good", "a", ["t0", "t1"], None, None), ("good", "b", ["t0", "t1"], None, None),
+    ]
+    members = spark.createDataFrame(member_rows, "group_id string, member_id string, topics array<string>, "
+                                                 "owned array<struct<topic:string,partition:int>>, generation int")
+    parts = spark.createDataFrame([("t0", 0), ("t0", 1), ("t1", 0), ("t1", 1), ("t1", 2)], "topic string, partition int")
+    a = spark.createDataFrame([
+        ("twice", "a", "t0", 0), ("twice", "b", "t0", 0), ("twice", "b", "t0", 1),
+        ("unsubscribed", "a", "t0", 0), ("unsubscribed", "a", "t0", 1), ("unsubscribed", "a", "t1", 0),
+        ("unsubscribed", "b", "t1", 1), ("unsubscribed", "b", "t1", 2), ("unassigned", "a", "t0", 0),
+        ("skewed", "a", "t1", 0), ("skewed", "a", "t1", 1), ("skewed", "a", "t1", 2),
+        ("handed_over", "a", "t1", 1), ("handed_over", "b", "t1", 0), ("handed_over", "b", "t1", 2),
+        ("good", "a", "t0", 0), ("good", "a", "t1", 0), ("good", "a", "t1", 1),
+        ("good", "b", "t0", 1), ("good", "b", "t1", 2),
+    ], "group_id string, member_id string, topic string, partition int")
+    kept_on_driver = []
+    relation_of = lineage.relation_of
+    keep = lambda df, rows: kept_on_driver.append(df.columns) or relation_of(df, rows)  # noqa: E731
+    for module in (lineage, small_inputs, properties):
+        monkeypatch.setattr(module, "relation_of", keep)
+
+    def problems(**kwargs):
+        kept_on_driver.clear()
+        with pytest.raises(AssignmentPropertyError) as raised:
+            check_assignment(a.where("group_id != 'good'"), members.where("group_id != 'good'"), parts, **kwargs)
+        return str(raised.value).splitlines()[0], sorted(map(str, raised.value.rows)), list(kept_on_driver)
+
+    found = {}
+    for setting in (None, "0"):  # small (the default bound), then never small
+        with _setting(spark, setting):
+            found[setting] = problems(balance="kafka"), problems(cooperative=True)
+    kept_on_driver.clear()
+    good = a.where("group_id = 'good'")
+    assert check_assignment(good, members.where("group_id = 'good'"), parts) is good
+    assert len(kept_on_driver) == 3
+    assert found["0"][0][2] == []  # never small: nothing read to the driver
+    (kafka, kafka_rows, kept), (cooperative, cooperative_rows, _) = found[None]
+    assert (kafka, kafka_rows, cooperative, cooperative_rows) == (*found["0"][0][:2], *found["0"][1][:2])
+    # the members, the partitions and the assignment, read to the driver in that order
+    assert [columns[:2] for columns in kept] == [["group_id", "member_id"], ["topic", "partition"],
+                                                 ["group_id", "member_id"]]
+    assert kafka == "assignment breaks property checks: 4 problem row(s):"
+    assert [r.split("'")[3] for r in kafka_rows] == ["skewed", "twice", "unassigned", "unsubscribed"]
+    assert "two or more fewer" in kafka_rows[0] and "more than once" in kafka_rows[1]  # skewed: a holds 3, b none
+    assert "'unassigned'" in kafka_rows[2] and "not subscribed" in kafka_rows[3]
+    assert cooperative.startswith("assignment breaks property checks:")
+    assert any("held by a" in r and "handed_over" in r for r in cooperative_rows)
