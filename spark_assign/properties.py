@@ -44,6 +44,9 @@ _PROBLEM_COLUMNS = ("group_id", "problem", "member_id", "topic", "partition", "d
 #: fewer rows than an ``assign()``'s (2 cores: 18-36% faster at 2,000-7,000 rows, up to 35%
 #: slower at 22,000; BENCHMARKS.md)
 CHECK_SMALL_ROWS = 10_000
+#: the fewest partitions per group :func:`check_assignment` assumes when it decides, from its
+#: members alone, that it is not small (a check it so leaves large runs as before, never slower)
+CHECK_GROUP_PARTITIONS = 64
 
 
 def _shape(df: DataFrame, problem: str, detail=None) -> DataFrame:
@@ -66,12 +69,14 @@ def subscribed_partitions(members: DataFrame, partitions: DataFrame) -> DataFram
     return topics.join(partitions.select("topic", "partition"), "topic")
 
 
-def _within_check_bound(members: DataFrame, partitions: DataFrame) -> bool:
-    """Whether the rows a check's state can reach (subscriptions plus groups x partitions, as
-    :func:`~spark_assign.small_inputs.decide_small_inputs` counts them) are at most
-    :data:`CHECK_SMALL_ROWS`, from two narrow limited reads (a group id and a count per member,
-    then a topic per partition): a check that is not small does not read whole member rows,
-    owned lists included, to find out (0.55 s for 2,400 members on 2 cores, against 0.09 s)."""
+def _may_be_small_check(members: DataFrame) -> bool:
+    """Whether a check's state (subscriptions plus groups x partitions, as
+    :func:`~spark_assign.small_inputs.decide_small_inputs` counts it) may be at most
+    :data:`CHECK_SMALL_ROWS` rows, from one narrow limited read of the members (a group id and
+    a subscription count each), taking each group to have :data:`CHECK_GROUP_PARTITIONS`
+    partitions at least. False decides the check is not small with no other read: a read of
+    the members' whole rows cost the check of 2,400 members 0.55 s, and one of a partitions
+    list made in Python 0.36 s, against 0.13 s for this one (2 cores; BENCHMARKS.md)."""
     import pyarrow.compute as pc
 
     sizes = rows_within(members.selectExpr("group_id", "greatest(coalesce(size(topics), 0), 0) AS n"),
@@ -79,8 +84,7 @@ def _within_check_bound(members: DataFrame, partitions: DataFrame) -> bool:
     if sizes is None:
         return False
     groups = int(pc.count_distinct(sizes["group_id"]).as_py())
-    room = (CHECK_SMALL_ROWS - int(pc.sum(sizes["n"]).as_py() or 0)) // max(groups, 1)
-    return room >= 0 and (not groups or rows_within(partitions.select("topic"), room) is not None)
+    return int(pc.sum(sizes["n"]).as_py() or 0) + groups * CHECK_GROUP_PARTITIONS <= CHECK_SMALL_ROWS
 
 
 def validity_violations(assignment: DataFrame, members: DataFrame, partitions: DataFrame) -> DataFrame:
@@ -234,7 +238,7 @@ def check_assignment(
     spark = assignment.sparkSession
     if small_call_undecided(spark):
         m, p = normalize_members(members), normalize_partitions(partitions)
-        if _within_check_bound(m, p):
+        if _may_be_small_check(m):
             members, partitions = decide_small_inputs(m, p, max_rows=CHECK_SMALL_ROWS)
             if in_small_call() and (rows := rows_within(a, CHECK_SMALL_ROWS)) is not None:
                 a = relation_of(a, rows)
