@@ -45,7 +45,7 @@ _PROBLEM_COLUMNS = ("group_id", "problem", "member_id", "topic", "partition", "d
 #: slower at 22,000; BENCHMARKS.md)
 CHECK_SMALL_ROWS = 10_000
 #: the fewest partitions per group :func:`check_assignment` assumes when it decides, from its
-#: members alone, that it is not small (a check it so leaves large runs as before, never slower)
+#: members alone, that it is not small (such a check runs as before, after that one narrow read)
 CHECK_GROUP_PARTITIONS = 64
 
 
