@@ -436,7 +436,7 @@ def test_a_small_calls_result_runs_as_one_job_under_the_sessions_settings(spark)
 def test_check_assignment_reads_small_inputs_to_the_driver_and_finds_the_same_problems(spark, monkeypatch):
     """check_assignment() over small inputs decides a small call from them (the members, the
     partitions and the assignment read to the driver) and finds exactly the problem rows the
-    checks find on Spark's own partitions; a good assignment passes both ways."""
+    checks find on Spark's own partitions; a good assignment passes, read the same way."""
     import spark_assign.lineage as lineage
     import spark_assign.properties as properties
     import spark_assign.small_inputs as small_inputs
