@@ -27,7 +27,7 @@ from .lineage import (
     small_call_undecided,
 )
 from .owned import current_claims
-from .small_inputs import decide_small_inputs
+from .small_inputs import decide_small_inputs, may_be_small
 
 #: ``count``: partitions per member differ by at most one across the group
 #: (uniform subscriptions); ``topic``: per topic, partitions per subscribed member
@@ -67,24 +67,6 @@ def subscribed_partitions(members: DataFrame, partitions: DataFrame) -> DataFram
     """Every partition each group must assign: ``group_id, topic, partition``."""
     topics = subscriptions(members).select("group_id", "topic").distinct()
     return topics.join(partitions.select("topic", "partition"), "topic")
-
-
-def _may_be_small_check(members: DataFrame) -> bool:
-    """Whether a check's state (subscriptions plus groups x partitions, as
-    :func:`~spark_assign.small_inputs.decide_small_inputs` counts it) may be at most
-    :data:`CHECK_SMALL_ROWS` rows, from one narrow limited read of the members (a group id and
-    a subscription count each), taking each group to have :data:`CHECK_GROUP_PARTITIONS`
-    partitions at least. False decides the check is not small with no other read: a read of
-    the members' whole rows cost the check of 2,400 members 0.55 s, and one of a partitions
-    list made in Python 0.36 s, against 0.13 s for this one (2 cores; BENCHMARKS.md)."""
-    import pyarrow.compute as pc
-
-    sizes = rows_within(members.selectExpr("group_id", "greatest(coalesce(size(topics), 0), 0) AS n"),
-                        CHECK_SMALL_ROWS)
-    if sizes is None:
-        return False
-    groups = int(pc.count_distinct(sizes["group_id"]).as_py())
-    return int(pc.sum(sizes["n"]).as_py() or 0) + groups * CHECK_GROUP_PARTITIONS <= CHECK_SMALL_ROWS
 
 
 def validity_violations(assignment: DataFrame, members: DataFrame, partitions: DataFrame) -> DataFrame:
@@ -238,7 +220,7 @@ def check_assignment(
     spark = assignment.sparkSession
     if small_call_undecided(spark):
         m, p = normalize_members(members), normalize_partitions(partitions)
-        if _may_be_small_check(m):
+        if may_be_small(m, CHECK_SMALL_ROWS, CHECK_GROUP_PARTITIONS):
             members, partitions = decide_small_inputs(m, p, max_rows=CHECK_SMALL_ROWS)
             if in_small_call() and (rows := rows_within(a, CHECK_SMALL_ROWS)) is not None:
                 a = relation_of(a, rows)
