@@ -12,7 +12,9 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from .frames import per_group
 from .history_tables import KEY, TP
+from .lineage import in_small_call, materialize, stored_rows
 
 
 def generation_stats(history, a_rows, r_rows, new, *, revoked_known, lost_known, lags_known) -> DataFrame:
@@ -37,6 +39,9 @@ def generation_stats(history, a_rows, r_rows, new, *, revoked_known, lost_known,
     # record id, with no commit-marker join), or earlier in this call
     known = history._raw("generations").select(*g, "record_id").join(
         new.select("group_id").distinct(), "group_id", "left_semi")
+    small = in_small_call()
+    if small:  # the history's files are several partitions: read once, the plans below shuffle nothing
+        known = materialize(known)
     w = Window.partitionBy("group_id").orderBy("generation")
     prev = (
         known.unionByName(new.select(*g, F.lit(None).cast("string").alias("record_id")))
@@ -44,31 +49,18 @@ def generation_stats(history, a_rows, r_rows, new, *, revoked_known, lost_known,
                 F.lag("record_id").over(w).alias("_prev_rid"))
         .join(new.select(*g), g, "left_semi")
     )
-    # the moves are counted from the rows only where the caller did not give them
-    counted = new.where(F.col("partitions_moved").isNull()).select(*g)
-    earlier = prev.where(F.col("previous_generation").isNotNull()).join(F.broadcast(counted), g, "left_semi")
-    prev_rows = (
-        history._raw("assignments").join(F.broadcast(
-            earlier.where(F.col("_prev_rid").isNotNull()).select(
-                "group_id", F.col("previous_generation").alias("generation"), F.col("_prev_rid").alias("record_id"))),
-            KEY, "left_semi")
-        .unionByName(a_rows.join(F.broadcast(earlier.where(F.col("_prev_rid").isNull()).select(
-            "group_id", F.col("previous_generation").alias("generation"))), g, "left_semi"))
-        .select("group_id", F.col("generation").alias("previous_generation"), *TP,
-                F.col("member_id").alias("_prev_member"))
-    )
-    moved = (
-        a_rows.join(F.broadcast(earlier.select(*g, "previous_generation")), g)
-        .join(prev_rows, ["group_id", "previous_generation", *TP])
-        .where(F.col("member_id") != F.col("_prev_member"))
-        .groupBy(*g).agg(F.count("*").alias("_moved"))
-    )
+    # the moves are counted from the rows only where the caller did not give them: a small
+    # call whose new generations (on the driver) all have theirs reads no earlier rows
+    given = stored_rows(new)
+    moved = None if given is not None and not given.column("partitions_moved").null_count else _moves(
+        history, a_rows, prev, new.where(F.col("partitions_moved").isNull()).select(*g), small)
     rev = r_rows.groupBy(*g).agg(
         F.count(F.when(F.col("kind") == "revoked", 1)).alias("_revoked"),
         F.count(F.when(F.col("kind") == "lost", 1)).alias("_lost"))
 
-    out = (new.join(loads, g, "left").join(prev.select(*g, "previous_generation"), g, "left")
-           .join(moved, g, "left").join(rev, g, "left"))
+    out = new.join(loads, g, "left").join(prev.select(*g, "previous_generation"), g, "left")
+    out = (out.join(moved, g, "left") if moved is not None else out.withColumn("_moved", F.lit(None).cast("long")))
+    out = out.join(rev, g, "left")
     zero = F.lit(0).cast("long")
     holding = F.coalesce("_holding", zero)
     members = F.coalesce(F.col("members").cast("long"), holding)
@@ -97,4 +89,29 @@ def generation_stats(history, a_rows, r_rows, new, *, revoked_known, lost_known,
         F.when(mean_lag > 0, F.col("_max_lag") / mean_lag).cast("double").alias("max_mean_lag_ratio"),
         F.col("ignored_owned_claims").cast("long").alias("ignored_owned_claims"),
         F.col("recorded_at").cast("timestamp").alias("recorded_at"),
+    )
+
+
+def _moves(history, a_rows: DataFrame, prev: DataFrame, counted: DataFrame, small: bool) -> DataFrame:
+    """``group_id, generation, _moved``: per ``counted`` generation (``group_id, generation``)
+    that has a previous one in ``prev``, its partitions held by another member there; that
+    generation's rows are read from the history (by its record id) or from ``a_rows``."""
+    g = ["group_id", "generation"]
+    earlier = prev.where(F.col("previous_generation").isNotNull()).join(per_group(counted), g, "left_semi")
+    recorded = history._raw("assignments").join(F.broadcast(
+        earlier.where(F.col("_prev_rid").isNotNull()).select(
+            "group_id", F.col("previous_generation").alias("generation"), F.col("_prev_rid").alias("record_id"))),
+        KEY, "left_semi")
+    prev_rows = (
+        (materialize(recorded) if small else recorded)  # the history's files: several partitions
+        .unionByName(a_rows.join(per_group(earlier.where(F.col("_prev_rid").isNull()).select(
+            "group_id", F.col("previous_generation").alias("generation"))), g, "left_semi"))
+        .select("group_id", F.col("generation").alias("previous_generation"), *TP,
+                F.col("member_id").alias("_prev_member"))
+    )
+    return (
+        a_rows.join(per_group(earlier.select(*g, "previous_generation")), g)
+        .join(prev_rows, ["group_id", "previous_generation", *TP])
+        .where(F.col("member_id") != F.col("_prev_member"))
+        .groupBy(*g).agg(F.count("*").alias("_moved"))
     )

@@ -30,12 +30,12 @@ from pyspark.sql import functions as F
 
 from .assign import ALIASES, SERVER_ALIASES
 from .errors import HistoryError, describe_rows
-from .frames import one_row
+from .frames import one_row, per_group
 from .generation_stats import generation_stats
 from .history_reader import HistoryReader
 from .history_tables import COOPERATIVE_STRATEGIES, MEMBER_ROW, PAIR, TP
 from .inputs import ignored_claims, normalize_members, normalize_partitions
-from .lineage import explains_lost_executors, materialize
+from .lineage import explains_lost_executors, in_small_call, materialize
 from .locking import history_lock
 from .properties import revocations as owned_revocations
 from .properties import subscribed_partitions
@@ -94,6 +94,8 @@ def _checked_pairs(history, pairs: DataFrame, *, one_per_group: bool):
     the new pairs' record id sums. One Spark action."""
     recorded = history._raw("generations").select(*PAIR).distinct().withColumn("_present", F.lit(True))
     flagged = pairs.join(recorded, PAIR, "left").withColumn("_present", F.coalesce("_present", F.lit(False)))
+    if in_small_call():  # read by the counts and by every write (the recorded pairs' files: several partitions)
+        flagged = materialize(flagged)
     new = ~F.col("_present") & F.col("generation").isNotNull()
     per_group = flagged.groupBy("group_id").agg(
         F.count("*").alias("_rows"), F.count("generation").alias("_n"),
@@ -179,6 +181,8 @@ def write_generations(
             # evaluated by the writes below, all before the generations commit that would
             # make these pairs "present"
             new = generations.join(flagged.where(~F.col("_present")).select(*PAIR), PAIR, "left_semi")
+            if in_small_call():  # read by every write and the summary, and its flags off the driver
+                new = materialize(new)
             _write(history, assignments, new, revocations, members, rid, int(counts["new"]),
                    revoked_known=revoked_known, lost_known=lost_known, lags_known=lags_known, label=label)
     return history.history().join(generations.select(*PAIR), PAIR, "left_semi")
@@ -192,7 +196,7 @@ def _write(history, assignments, new, revocations, members, rid, n_new, *, revok
         meta["strategy"] = label
     common = [F.lit(rid).alias("record_id"), F.col("recorded_at").cast("timestamp").alias("recorded_at")]
     # one row per new generation, small next to the rows: broadcast, so the rows are not shuffled
-    per_gen = F.broadcast(new.select(*PAIR, "strategy", "protocol", "round", "recorded_at"))
+    per_gen = per_group(new.select(*PAIR, "strategy", "protocol", "round", "recorded_at"))
 
     def staged(table: str, df: DataFrame):
         """The table's rows of this record id: staged now, or already committed by an
@@ -200,7 +204,9 @@ def _write(history, assignments, new, revocations, members, rid, n_new, *, revok
         store = stores[table]
         if store.committed(f"spark-assign:{table}:{rid}"):
             return history._raw(table).where(F.col("record_id") == rid), None
-        s = store.stage(df)
+        # in a small call the rows are stored on the driver first: written from there, and read
+        # from there by the generations' summary (a re-read of the files is several partitions)
+        s = store.stage(materialize(df) if in_small_call() else df)
         return s.rows, s
 
     # 1. assignments, revocations and members, committed before the generations (the commit marker)

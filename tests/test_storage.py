@@ -80,6 +80,27 @@ def test_append_commit_read_and_idempotence(spark, tmp_path):
     assert '"k": "v"' in log[0].userMetadata and "app-1" in log[0].userMetadata
 
 
+def test_a_table_of_many_local_files_is_read_without_a_listing_job(spark, tmp_path):
+    """Spark lists more than 32 paths with a Spark job of its own (150-350 ms a read); a
+    history's table gains files with every recorded call, and is read several times per
+    call. Its local files are listed on the driver, under the session's own setting after."""
+    from spark_assign.delta_backends import LISTING_THRESHOLD
+
+    store = DeltaStore(spark, str(tmp_path / "t"), SCHEMA)
+    rows = spark.range(0, 40, 1, numPartitions=40).selectExpr(  # a file each
+        "CAST(id AS STRING) AS group_id", "CAST(id AS INT) AS generation", "id AS lag",
+        "TIMESTAMP'2026-01-02 03:04:05' AS at")
+    files = store.write_files(rows)
+    store.commit(files, app_id="app-1")
+    assert len(DeltaTable(store.location).file_uris()) == len(files) > 32
+    tracker = spark.sparkContext.statusTracker()
+    before = set(tracker.getJobIdsForGroup(None))
+    read = store.read()
+    assert set(tracker.getJobIdsForGroup(None)) == before  # no job to list the files
+    assert spark.conf.get(LISTING_THRESHOLD, None) in (None, "32")  # the session's own (Spark's default: 32)
+    assert_df_equality(read, rows, ignore_row_order=True, ignore_nullable=True)
+
+
 def test_relative_location_is_where_it_was_opened(spark, tmp_path, monkeypatch):
     # the session's JVM keeps the working directory it started in: a relative table folder
     # opened after a chdir must still be written, committed and read in one place
