@@ -91,7 +91,8 @@ def _checked_pairs(history, pairs: DataFrame, *, one_per_group: bool):
     ``_present`` when already recorded, and one row of counts: ``groups``,
     ``missing`` / ``repeated`` (groups with a null generation / more than one where
     ``one_per_group``, else a pair given twice), ``present`` and ``new`` pairs and
-    the new pairs' record id sums. One Spark action."""
+    the new pairs' record id sums. One Spark action (two in a small call, which stores the
+    flagged pairs first: every write reads them)."""
     recorded = history._raw("generations").select(*PAIR).distinct().withColumn("_present", F.lit(True))
     flagged = pairs.join(recorded, PAIR, "left").withColumn("_present", F.coalesce("_present", F.lit(False)))
     if in_small_call():  # read by the counts and by every write (the recorded pairs' files: several partitions)
@@ -196,6 +197,7 @@ def _write(history, assignments, new, revocations, members, rid, n_new, *, revok
         meta["strategy"] = label
     common = [F.lit(rid).alias("record_id"), F.col("recorded_at").cast("timestamp").alias("recorded_at")]
     # one row per new generation, small next to the rows: broadcast, so the rows are not shuffled
+    # (in a small call both sides are one partition: no hint, :func:`~spark_assign.frames.per_group`)
     per_gen = per_group(new.select(*PAIR, "strategy", "protocol", "round", "recorded_at"))
 
     def staged(table: str, df: DataFrame):
