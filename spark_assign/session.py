@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import sys
 
 from pyspark.sql import SparkSession
@@ -15,6 +16,8 @@ MEMORY_PAGE_SIZE = "2m"
 #: the chunk a broadcast (every job's task binary among them) is written in (Spark's default:
 #: 4 MiB, allocated whole for a few kilobytes)
 BROADCAST_BLOCK_SIZE = "512k"
+#: Spark's setting that carries the JVM's exchanges with Python workers over Unix domain sockets
+UNIX_SOCKETS = "spark.python.unix.domain.socket.enabled"
 
 
 def local_session(
@@ -48,6 +51,12 @@ def local_session(
     were most of a replay's allocation and its garbage collection (BENCHMARKS.md, "A small
     call's state in one partition").
 
+    Where the platform has them, the JVM talks to its Python workers over Unix domain sockets
+    (:data:`UNIX_SOCKETS`). Over local TCP each Python task waited about 40 ms for the
+    kernel's delayed acknowledgement of its last small write: every read of a frame made by
+    ``spark.createDataFrame`` from Python rows runs such tasks (BENCHMARKS.md, "Python
+    workers over Unix domain sockets").
+
     Returns the active session unchanged when one already exists (Databricks,
     spark-submit), so pipelines can call it unconditionally.
 
@@ -80,6 +89,7 @@ def session_settings(shuffle_partitions: int = 8, driver_memory: str | None = No
         "spark.sql.codegen.cache.maxEntries": str(CODEGEN_CACHE_ENTRIES),
         "spark.buffer.pageSize": MEMORY_PAGE_SIZE,
         "spark.broadcast.blockSize": BROADCAST_BLOCK_SIZE,
+        **({UNIX_SOCKETS: "true"} if hasattr(socket, "AF_UNIX") else {}),
     }
 
 

@@ -265,3 +265,20 @@ def test_cooperative_check_and_revocations(spark, parts):
         spark.createDataFrame([("g", "c0", "t0", 2)], "group_id string, member_id string, topic string, partition int"),
         ignore_nullable=True,
     )
+
+
+def test_the_local_session_talks_to_python_workers_over_unix_sockets(spark):
+    """local_session() (the test run's classic session) sets Spark's Unix domain sockets for
+    its Python workers where the platform has them: over local TCP each Python task waited
+    about 40 ms for a delayed acknowledgement, and every read of a frame made from Python
+    rows runs such tasks."""
+    import os
+    import socket
+
+    if not hasattr(socket, "AF_UNIX"):
+        pytest.skip("no Unix domain sockets on this platform")
+    # what the worker daemon reads to choose its socket family (pyspark/daemon.py)
+    seen = spark.sparkContext.parallelize([0], 1).map(lambda _: os.environ.get("PYTHON_UNIX_DOMAIN_ENABLED")).collect()
+    assert [str(v).lower() for v in seen] == ["true"]
+    rows = spark.createDataFrame([("g", "m", 3)], "group_id string, member_id string, n int")
+    assert [tuple(r) for r in rows.limit(2).collect()] == [("g", "m", 3)]
