@@ -98,7 +98,7 @@ def _checked_pairs(history, pairs: DataFrame, *, one_per_group: bool):
     if in_small_call():  # read by the counts and by every write (the recorded pairs' files: several partitions)
         flagged = materialize(flagged)
     new = ~F.col("_present") & F.col("generation").isNotNull()
-    per_group = flagged.groupBy("group_id").agg(
+    group_counts = flagged.groupBy("group_id").agg(
         F.count("*").alias("_rows"), F.count("generation").alias("_n"),
         F.countDistinct("generation").alias("_distinct"),
         F.count(F.when(F.col("_present"), 1)).alias("_present"),
@@ -107,14 +107,14 @@ def _checked_pairs(history, pairs: DataFrame, *, one_per_group: bool):
     )
     repeated = (F.col("_n") > 1) if one_per_group else (F.col("_n") > F.col("_distinct"))
     missing = F.col("_rows") > F.col("_n")
-    counts = one_row(per_group.agg(
+    counts = one_row(group_counts.agg(
         F.count("*").alias("groups"), F.count(F.when(missing, 1)).alias("missing"),
         F.count(F.when(repeated, 1)).alias("repeated"), F.sum("_present").alias("present"),
         F.sum("_new").alias("new"), *[F.sum(f"_s{i}").alias(f"s{i}") for i in range(_RID_CHUNKS)],
     ))
 
     def names(cond):
-        return sorted(r.group_id for r in per_group.where(cond).orderBy("group_id").take(10))
+        return sorted(r.group_id for r in group_counts.where(cond).orderBy("group_id").take(10))
 
     if counts["missing"]:
         raise HistoryError(
