@@ -205,12 +205,17 @@ def rows_within(df: DataFrame, max_rows: int) -> Any:
     None: one action, which collects at most ``max_rows + 1`` rows (a call that is not
     small pays that limited read once, before it decides).
 
+    The rows are read through one partition, by one task that stops once it has enough:
+    a limit over several partitions takes each one's first rows and then shuffles them
+    into one (a second stage). For a frame made from Python rows (two partitions), the
+    read took 73 ms instead of 105 ms (BENCHMARKS.md).
+
     >>> rows_within(spark.range(3), 5).num_rows, rows_within(spark.range(3), 2)
     (3, None)
     """
     if max_rows < 0:
         return None
-    rows = df.limit(max_rows + 1).toArrow()
+    rows = df.coalesce(1).limit(max_rows + 1).toArrow()
     return rows if rows.num_rows <= max_rows else None
 
 

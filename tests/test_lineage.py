@@ -19,6 +19,7 @@ from spark_assign.lineage import (
     materialize,
     materialize_state,
     partitioned_by,
+    rows_within,
     small_call_rows,
     small_call_scope,
     small_call_undecided,
@@ -169,6 +170,30 @@ def test_has_rows_reads_a_small_calls_stored_rows_without_a_job(spark):
     assert max(tracker.getJobIdsForGroup(None), default=-1) == before  # read on the driver
     assert answers == [True, False, True, True, False, False, False]
     assert [has_rows(df, **ask) for ask in asks] + [has_rows(df.limit(0)), has_rows(df.limit(0), true="moved")] == answers
+
+
+def test_a_limited_read_is_one_stage_in_the_frames_order(spark):
+    """rows_within reads a frame of several partitions (Python rows, as users and tests make
+    them) in one job of one stage, with its rows in the frame's order, and says None when
+    it has more rows than asked for, having read no more than one past them."""
+    rows = [(f"m{i}", i) for i in range(40)]
+    df = spark.createDataFrame(rows, "member_id string, n int")
+    assert df.rdd.getNumPartitions() == 2  # one per core of local[2]
+    sc = spark.sparkContext
+    tracker = sc.statusTracker()
+
+    def stages_of_read(limit):
+        sc._jsc.sc().listenerBus().waitUntilEmpty(30_000)
+        before = set(tracker.getJobIdsForGroup(None))
+        table = rows_within(df, limit)
+        sc._jsc.sc().listenerBus().waitUntilEmpty(30_000)
+        jobs = set(tracker.getJobIdsForGroup(None)) - before
+        return table, [len(tracker.getJobInfo(j).stageIds) for j in jobs]
+
+    table, stages = stages_of_read(40)
+    assert stages == [1]  # a limit over two partitions would shuffle their first rows into one
+    assert list(zip(table["member_id"].to_pylist(), table["n"].to_pylist())) == rows
+    assert stages_of_read(39) == (None, [1])
 
 
 @pytest.mark.connect
