@@ -2,6 +2,7 @@
 
     python benchmarks/bench_quickstart.py jvm "" "-XX:TieredStopAtLevel=1"   # a new process per variant
     python benchmarks/bench_quickstart.py settings spark.sql.ui.explainMode=simple
+    python benchmarks/bench_quickstart.py settings --job rebalance spark.sql.adaptive.enabled=
     python benchmarks/bench_quickstart.py revs HEAD~1 .                      # two versions of the library
 
 ``jvm``: each variant ("" is Spark's own options) runs ``pipelines/quickstart.py`` in a new
@@ -13,7 +14,10 @@ JVM stops idle compiler threads). ``settings``: one process runs the sample scen
 --config conf/scenario.yaml``, in the session that job opens itself: not the quick start's,
 which the rebalance opens with ``conf/spark-local.conf``) once to warm up, then with the
 library's small-call settings (A) and with the given ones (B: ``key=value`` added, ``key=``
-left out) in the order A B B A, ``--pairs`` times; it prints each run's time and Spark jobs. ``revs``:
+left out) in the order A B B A, ``--pairs`` times; it prints each run's time and Spark jobs
+(``--job rebalance``: the quick start's two sample rebalances instead, ``pipelines/rebalance.py
+--config conf/sample.yaml`` then the same with ``--members data/sample/members-next.jsonl``, in
+the session the quick start opens, timed together). ``revs``:
 the scenario with the library of two revisions (a git revision, or ``.`` for the working tree; the
 scenario's ``conf/`` and ``data/`` are the working tree's for both), a new process per run (its JVM
 cold, as a user's is), ``--pairs`` runs of each in the order A B B A. The figures
@@ -95,14 +99,24 @@ def jvm_variants(variants: list[str]) -> None:
         print(f"| `{options or '(Spark defaults)'}` | {wall} s | {jobs} | {cpu} s | {jit} s |", flush=True)
 
 
-def settings_ab(extra: dict[str, str], pairs: int) -> None:
-    """The scenario with the small-call settings (A) and with ``extra`` (B: added, or, where
-    a value is empty, left out), alternating."""
+#: the quick start's two sample rebalances (``settings --job rebalance``)
+REBALANCES = (["--config", "conf/sample.yaml"],
+              ["--config", "conf/sample.yaml", "--members", "data/sample/members-next.jsonl"])
+
+
+def settings_ab(extra: dict[str, str], pairs: int, job: str = "scenario") -> None:
+    """The scenario (or, ``job="rebalance"``, the two sample rebalances) with the small-call
+    settings (A) and with ``extra`` (B: added, or, where a value is empty, left out), alternating."""
+    import contextlib
+    import io
     import logging
 
     from spark_assign import lineage
-    from spark_assign.cli.simulate import main
+    from spark_assign.cli import rebalance, simulate
     from spark_assign.session import local_session
+
+    runs = [["--config", "conf/scenario.yaml"]] if job == "scenario" else list(REBALANCES)
+    main = simulate.main if job == "scenario" else rebalance.main
 
     logging.disable(logging.INFO)
     print(f"Machine: {machine()}")
@@ -110,7 +124,9 @@ def settings_ab(extra: dict[str, str], pairs: int) -> None:
     work = tempfile.TemporaryDirectory()
     os.chdir(work.name)  # before Spark starts: its JVM resolves the scenario's relative paths from its own
     copy_inputs(Path(work.name))
-    spark = local_session("spark-assign-simulate")  # the session the job opens itself, opened first to count jobs
+    # the session the job opens itself, opened first to count jobs
+    spark = local_session("spark-assign-simulate") if job == "scenario" else rebalance.get_session(
+        "conf/spark-local.conf")
     times: dict[str, list[float]] = collections.defaultdict(list)
     jobs: dict[str, list[int]] = collections.defaultdict(list)
     for label in ["warm-up"] + alternating(pairs):
@@ -119,9 +135,9 @@ def settings_ab(extra: dict[str, str], pairs: int) -> None:
         lineage.SMALL_CALL_SETTINGS.update({k: v for k, v in chosen.items() if v != ""})
         shutil.rmtree("out", ignore_errors=True)
         t = time.time()
-        with SparkJobs(spark) as counted:
-            if main(["--config", "conf/scenario.yaml"]) != 0:
-                raise SystemExit(f"the scenario failed ({label})")
+        with SparkJobs(spark) as counted, contextlib.redirect_stdout(io.StringIO()):
+            if any(main(argv) != 0 for argv in runs):
+                raise SystemExit(f"the {job} failed ({label})")
         times[label].append(time.time() - t)
         jobs[label].append(counted.count)
         print(f"{label}: {times[label][-1]:.1f} s, {counted.count} Spark jobs", flush=True)
@@ -190,6 +206,8 @@ def main() -> None:
     ab = sub.add_parser("settings", help="the scenario with and without extra small-call settings")
     ab.add_argument("extra", nargs="+", help="key=value: added to the small-call settings; key=: left out")
     ab.add_argument("--pairs", type=int, default=2)
+    ab.add_argument("--job", choices=("scenario", "rebalance"), default="scenario",
+                    help="the sample scenario, or the quick start's two sample rebalances")
     rv = sub.add_parser("revs", help="the scenario with the library of two revisions, a new process each")
     rv.add_argument("revs", nargs=2, metavar="REV", help='a git revision, or "." for the working tree')
     rv.add_argument("--pairs", type=int, default=2, help="runs of each revision (2: A B B A)")
@@ -203,7 +221,7 @@ def main() -> None:
     bad = [kv for kv in args.extra if "=" not in kv]
     if bad:
         parser.error(f"expected key=value or key=, found {bad}")
-    settings_ab(dict(kv.split("=", 1) for kv in args.extra), args.pairs)
+    settings_ab(dict(kv.split("=", 1) for kv in args.extra), args.pairs, args.job)
 
 
 if __name__ == "__main__":

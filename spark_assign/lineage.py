@@ -90,14 +90,18 @@ _EXCLUDED_RULES = "spark.sql.optimizer.excludedRules"
 #: broadcast joins (its local relations are one partition each: a join of two shuffles nothing,
 #: while each broadcast is a Spark job of its own; the joins the code hints still broadcast);
 #: semi and anti joins kept above a local relation's single-partition coalesce
-#: (:data:`PUSH_DOWN_SEMI_JOINS`); and one shuffle partition, so that a frame it did not store
-#: (several partitions) is shuffled into one, and its local relations are not shuffled to match
+#: (:data:`PUSH_DOWN_SEMI_JOINS`); one shuffle partition, so that a frame it did not store
+#: (several partitions) is shuffled into one, and its local relations are not shuffled to match;
+#: and no adaptive execution: each action is planned once, and its shuffles are stages of
+#: its job rather than jobs of their own, for rows too few to re-plan on (the README's
+#: scenario 64 s instead of 72 s, its rebalances 11.5 s instead of 11.9 s; BENCHMARKS.md)
 SMALL_CALL_SETTINGS = {
     "spark.sql.codegen.wholeStage": "false",
     "spark.sql.codegen.factoryMode": "NO_CODEGEN",
     "spark.sql.autoBroadcastJoinThreshold": "-1",
     _EXCLUDED_RULES: PUSH_DOWN_SEMI_JOINS,
     "spark.sql.shuffle.partitions": "1",
+    "spark.sql.adaptive.enabled": "false",
 }
 #: the session whose settings the small call in progress applied (to give back when the
 #: scope that decided ends)

@@ -196,6 +196,39 @@ def test_a_limited_read_is_one_stage_in_the_frames_order(spark):
     assert stages_of_read(39) == (None, [1])
 
 
+def test_a_small_calls_store_is_one_job_with_its_shuffles_as_stages(spark):
+    """Inside a small call a store runs without adaptive execution: a plan that shuffles (a join
+    of two local relations, then a join of that on another key, whose sides Spark shuffles) is one
+    Spark job whose shuffles are stages of it, where adaptive execution runs each shuffle stage as
+    a job of its own; the session's setting is back once the call ends."""
+    members = spark.createDataFrame([("g", f"m{i}", i % 3) for i in range(9)], "group_id string, member_id string, k int")
+    loads = spark.createDataFrame([("g", f"m{i}", i) for i in range(9)], "group_id string, member_id string, load int")
+    weights = spark.createDataFrame([(k, 10 ** k) for k in range(3)], "k int, weight int")
+    sc = spark.sparkContext
+    tracker = sc.statusTracker()
+
+    def jobs_since(before):
+        sc._jsc.sc().listenerBus().waitUntilEmpty(30_000)
+        return set(tracker.getJobIdsForGroup(None)) - before
+
+    @small_call_scope
+    def call():
+        decide_small_call(spark, lambda: 18)
+        m, x, w = materialize(members), materialize(loads), materialize(weights)
+        sc._jsc.sc().listenerBus().waitUntilEmpty(30_000)
+        before = set(tracker.getJobIdsForGroup(None))
+        weighted = m.join(x, ["group_id", "member_id"]).join(w, "k")
+        per_k = materialize(weighted.groupBy("k").agg(F.sum(F.col("load") * F.col("weight")).alias("load")))
+        jobs = jobs_since(before)
+        return stored_rows(per_k), [len(tracker.getJobInfo(j).stageIds) for j in jobs]
+
+    assert spark.conf.get("spark.sql.adaptive.enabled") == "true"
+    rows, stages = call()
+    assert len(stages) == 1 and stages[0] >= 2, stages
+    assert sorted(zip(rows["k"].to_pylist(), rows["load"].to_pylist())) == [(0, 9), (1, 120), (2, 1500)]
+    assert spark.conf.get("spark.sql.adaptive.enabled") == "true"
+
+
 @pytest.mark.connect
 def test_a_small_call_materializes_local_relations(spark):
     df = spark.createDataFrame([("g", i % 3, [i]) for i in range(20)], "group_id string, n int, xs array<int>")
