@@ -93,8 +93,8 @@ _EXCLUDED_RULES = "spark.sql.optimizer.excludedRules"
 #: (:data:`PUSH_DOWN_SEMI_JOINS`); one shuffle partition, so that a frame it did not store
 #: (several partitions) is shuffled into one, and its local relations are not shuffled to match;
 #: and no adaptive execution: each action is planned once, and its shuffles are stages of
-#: its job rather than jobs of their own, for rows too few to re-plan on (the README's
-#: scenario 64 s instead of 72 s, its rebalances 11.5 s instead of 11.9 s; BENCHMARKS.md)
+#: its job rather than jobs of their own, for rows too few to re-plan on (the sample
+#: scenario 64 s instead of 72 s, a sample rebalance 11.5 s instead of 11.9 s; BENCHMARKS.md)
 SMALL_CALL_SETTINGS = {
     "spark.sql.codegen.wholeStage": "false",
     "spark.sql.codegen.factoryMode": "NO_CODEGEN",

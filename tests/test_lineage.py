@@ -175,7 +175,7 @@ def test_has_rows_reads_a_small_calls_stored_rows_without_a_job(spark):
 def test_a_limited_read_is_one_stage_in_the_frames_order(spark):
     """rows_within reads a frame of several partitions (Python rows, as users and tests make
     them) in one job of one stage, with its rows in the frame's order, and says None when
-    it has more rows than asked for, having read no more than one past them."""
+    it has more rows than asked for."""
     rows = [(f"m{i}", i) for i in range(40)]
     df = spark.createDataFrame(rows, "member_id string, n int")
     assert df.rdd.getNumPartitions() == 2  # one per core of local[2]
