@@ -42,13 +42,14 @@ def _two_stage_read(df, max_rows):
     return rows if rows.num_rows <= max_rows else None
 
 
+#: the library's read (one stage)
+ONE_STAGE_READ = lineage.rows_within
+
+
 def _use(mode: str) -> None:
     read = _two_stage_read if mode == MODES[0] else ONE_STAGE_READ
     lineage.rows_within = read
     small_inputs.rows_within = read
-
-
-ONE_STAGE_READ = lineage.rows_within
 
 
 def main(argv=None) -> int:

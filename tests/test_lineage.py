@@ -46,6 +46,18 @@ def _plan(df) -> str:
     return out.getvalue()
 
 
+def _stages_per_job(spark, action):
+    """``action()``'s value and the number of stages of each Spark job it ran (classic
+    sessions: read from the status tracker, which the listener bus updates)."""
+    sc = spark.sparkContext
+    tracker = sc.statusTracker()
+    sc._jsc.sc().listenerBus().waitUntilEmpty(30_000)
+    before = set(tracker.getJobIdsForGroup(None))
+    value = action()
+    sc._jsc.sc().listenerBus().waitUntilEmpty(30_000)
+    return value, [len(tracker.getJobInfo(j).stageIds) for j in sorted(set(tracker.getJobIdsForGroup(None)) - before)]
+
+
 @pytest.mark.parametrize("value", ["-1", "many", "1.5"])
 def test_small_call_setting_is_checked(spark, value):
     with _setting(spark, value), pytest.raises(InvalidOptionError) as err:
@@ -179,21 +191,10 @@ def test_a_limited_read_is_one_stage_in_the_frames_order(spark):
     rows = [(f"m{i}", i) for i in range(40)]
     df = spark.createDataFrame(rows, "member_id string, n int")
     assert df.rdd.getNumPartitions() == 2  # one per core of local[2]
-    sc = spark.sparkContext
-    tracker = sc.statusTracker()
-
-    def stages_of_read(limit):
-        sc._jsc.sc().listenerBus().waitUntilEmpty(30_000)
-        before = set(tracker.getJobIdsForGroup(None))
-        table = rows_within(df, limit)
-        sc._jsc.sc().listenerBus().waitUntilEmpty(30_000)
-        jobs = set(tracker.getJobIdsForGroup(None)) - before
-        return table, [len(tracker.getJobInfo(j).stageIds) for j in jobs]
-
-    table, stages = stages_of_read(40)
+    table, stages = _stages_per_job(spark, lambda: rows_within(df, 40))
     assert stages == [1]  # a limit over two partitions would shuffle their first rows into one
     assert list(zip(table["member_id"].to_pylist(), table["n"].to_pylist())) == rows
-    assert stages_of_read(39) == (None, [1])
+    assert _stages_per_job(spark, lambda: rows_within(df, 39)) == (None, [1])
 
 
 def test_a_small_calls_store_is_one_job_with_its_shuffles_as_stages(spark):
@@ -204,23 +205,15 @@ def test_a_small_calls_store_is_one_job_with_its_shuffles_as_stages(spark):
     members = spark.createDataFrame([("g", f"m{i}", i % 3) for i in range(9)], "group_id string, member_id string, k int")
     loads = spark.createDataFrame([("g", f"m{i}", i) for i in range(9)], "group_id string, member_id string, load int")
     weights = spark.createDataFrame([(k, 10 ** k) for k in range(3)], "k int, weight int")
-    sc = spark.sparkContext
-    tracker = sc.statusTracker()
-
-    def jobs_since(before):
-        sc._jsc.sc().listenerBus().waitUntilEmpty(30_000)
-        return set(tracker.getJobIdsForGroup(None)) - before
 
     @small_call_scope
     def call():
         decide_small_call(spark, lambda: 18)
         m, x, w = materialize(members), materialize(loads), materialize(weights)
-        sc._jsc.sc().listenerBus().waitUntilEmpty(30_000)
-        before = set(tracker.getJobIdsForGroup(None))
         weighted = m.join(x, ["group_id", "member_id"]).join(w, "k")
-        per_k = materialize(weighted.groupBy("k").agg(F.sum(F.col("load") * F.col("weight")).alias("load")))
-        jobs = jobs_since(before)
-        return stored_rows(per_k), [len(tracker.getJobInfo(j).stageIds) for j in jobs]
+        per_k = weighted.groupBy("k").agg(F.sum(F.col("load") * F.col("weight")).alias("load"))
+        stored, stages = _stages_per_job(spark, lambda: materialize(per_k))
+        return stored_rows(stored), stages
 
     assert spark.conf.get("spark.sql.adaptive.enabled") == "true"
     rows, stages = call()
@@ -467,20 +460,12 @@ def test_a_small_calls_result_runs_as_one_job_under_the_sessions_settings(spark)
         "group_id string, member_id string, topics array<string>, "
         "owned array<struct<topic:string,partition:int>>, generation int")
     partitions = spark.createDataFrame([(t, p) for t in ("t0", "t1") for p in range(10)], "topic string, partition int")
-    sc = spark.sparkContext
-    tracker = sc.statusTracker()
-
-    def job_ids() -> set:
-        sc._jsc.sc().listenerBus().waitUntilEmpty(30_000)  # the tracker is updated by the listener bus
-        return set(tracker.getJobIdsForGroup(None))
-
     assert spark.conf.get("spark.sql.autoBroadcastJoinThreshold") != "-1"
     for strategy in ("range", "roundrobin", "sticky", "cooperative-sticky"):
         result = assign(members, partitions, strategy)
         assert "Broadcast" not in _plan(result), strategy
-        before = job_ids()
-        rows = sorted(result.collect())
-        assert len(job_ids() - before) == 1, strategy
+        rows, stages = _stages_per_job(spark, lambda: sorted(result.collect()))
+        assert len(stages) == 1, strategy  # one job
         # every partition once, and the same rows as a new call's plan with broadcasts off
         assert sorted((r.topic, r.partition) for r in rows) == sorted((t, p) for t in ("t0", "t1") for p in range(10))
         spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
