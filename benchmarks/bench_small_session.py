@@ -40,12 +40,13 @@ def curve(blocks: int, calls: int) -> None:
     """In this process (a new JVM): print one JSON line per block, the strategies in turn."""
     spark = session()
     members, partitions = one_group(spark)
+    counted = SparkJobs(spark)
     for block in range(blocks):
         line: dict = {"block": block}
         for strategy in STRATEGIES:
             jit, times = _jit_seconds(spark), []
             for _ in range(calls):
-                with SparkJobs(spark) as counted:
+                with counted:
                     t0 = time.perf_counter()
                     assign(members, partitions, strategy).write.format("noop").mode("overwrite").save()
                     times.append(time.perf_counter() - t0)
