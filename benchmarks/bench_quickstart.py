@@ -4,6 +4,7 @@
     python benchmarks/bench_quickstart.py settings spark.sql.ui.explainMode=simple
     python benchmarks/bench_quickstart.py settings --job rebalance spark.sql.adaptive.enabled=
     python benchmarks/bench_quickstart.py revs HEAD~1 .                      # two versions of the library
+    python benchmarks/bench_quickstart.py revs --job rebalance --repeat 3 HEAD~1 .
 
 ``jvm``: each variant ("" is Spark's own options) runs ``pipelines/quickstart.py`` in a new
 process, in a fresh copy of ``conf/`` and ``data/`` whose ``conf/spark-local.conf`` gives the
@@ -18,9 +19,11 @@ left out) in the order A B B A, ``--pairs`` times; it prints each run's time and
 (``--job rebalance``: the quick start's two sample rebalances instead, ``pipelines/rebalance.py
 --config conf/sample.yaml`` then the same with ``--members data/sample/members-next.jsonl``, in
 the session the quick start opens, timed together). ``revs``:
-the scenario with the library of two revisions (a git revision, or ``.`` for the working tree; the
-scenario's ``conf/`` and ``data/`` are the working tree's for both), a new process per run (its JVM
-cold, as a user's is), ``--pairs`` runs of each in the order A B B A. The figures
+the scenario (``--job rebalance``: the two sample rebalances) with the library of two revisions (a git
+revision, or ``.`` for the working tree; ``conf/`` and ``data/`` are the working tree's for both), a new
+process per run (its JVM cold, as a user's is), ``--pairs`` processes of each in the order A B B A, each
+running the job ``--repeat`` times (the first cold, then warm); per run its seconds, Spark jobs and py4j
+round trips (the driver's calls into the JVM, a count that does not drift with the machine). The figures
 are copied by hand into ``benchmarks/results/jvm_profile.md``, which ``collect.py`` puts
 into BENCHMARKS.md.
 """
@@ -149,23 +152,39 @@ def settings_ab(extra: dict[str, str], pairs: int, job: str = "scenario") -> Non
               f"{', '.join(map(str, jobs[label]))} Spark jobs")
 
 
-#: run inside the child process: the scenario with the library found first on sys.path
-SCENARIO = """
-import sys, time
+#: run inside the child process: the job (the scenario, or the two sample rebalances) with the
+#: library found first on sys.path, ``repeat`` times in its one JVM (the first run cold); per
+#: run its seconds, Spark jobs and py4j round trips (the driver's calls into the JVM)
+REV_CHILD = """
+import contextlib, io, shutil, sys, time
 sys.path.insert(0, {root!r})
 import spark_assign
 assert spark_assign.__file__.startswith({root!r}), spark_assign.__file__
-from spark_assign.cli.simulate import main
+import py4j.clientserver as cs
+from spark_assign.cli import rebalance, simulate
 from spark_assign.session import local_session
-spark = local_session("spark-assign-simulate")
-t = time.time(); code = main(["--config", "conf/scenario.yaml"]); wall = time.time() - t
-jobs = max(spark.sparkContext.statusTracker().getJobIdsForGroup(None), default=-1) + 1
-print(f"RESULT code={{code}} wall={{wall:.1f}} jobs={{jobs}}")
+sent, send = [0], cs.ClientServerConnection.send_command
+def counted(self, command):
+    sent[0] += 1
+    return send(self, command)
+cs.ClientServerConnection.send_command = counted
+scenario = {job!r} == "scenario"
+spark = local_session("spark-assign-simulate") if scenario else rebalance.get_session("conf/spark-local.conf")
+main, runs = (simulate.main, {scenario!r}) if scenario else (rebalance.main, {rebalances!r})
+tracker = spark.sparkContext.statusTracker()
+for _ in range({repeat}):
+    shutil.rmtree("out", ignore_errors=True)
+    j0, c0, t = max(tracker.getJobIdsForGroup(None), default=-1), sent[0], time.time()
+    with contextlib.redirect_stdout(io.StringIO()):
+        code = max(main(list(argv)) for argv in runs)
+    wall, trips = time.time() - t, sent[0] - c0
+    jobs = max(tracker.getJobIdsForGroup(None), default=-1) - j0
+    print(f"RESULT code={{code}} wall={{wall:.1f}} jobs={{jobs}} trips={{trips}}", flush=True)
 """
 
 
-def revisions_ab(revs: tuple[str, str], pairs: int) -> None:
-    """The scenario with the library of revision A and of revision B, alternating (see the module doc)."""
+def revisions_ab(revs: tuple[str, str], pairs: int, job: str = "scenario", repeat: int = 1) -> None:
+    """The job with the library of revision A and of revision B, alternating (see the module doc)."""
     print(f"Machine: {machine()}")
     with tempfile.TemporaryDirectory() as tmp:
         roots: list[str] = []
@@ -181,13 +200,15 @@ def revisions_ab(revs: tuple[str, str], pairs: int) -> None:
             for label in alternating(pairs):
                 work = Path(tmp) / "run"
                 copy_inputs(work)
-                child = SCENARIO.format(root=roots["AB".index(label)])
+                child = REV_CHILD.format(root=roots["AB".index(label)], job=job, repeat=repeat,
+                                         scenario=[["--config", "conf/scenario.yaml"]], rebalances=list(REBALANCES))
                 done = subprocess.run([sys.executable, "-c", child], cwd=work, capture_output=True, text=True)
                 shutil.rmtree(work)
-                found = re.search(r"RESULT code=(\d+) wall=([\d.]+) jobs=(\d+)", done.stdout)
-                if not found or found.group(1) != "0":
-                    raise SystemExit(f"the scenario failed with {revs['AB'.index(label)]!r}:\n{done.stderr[-3000:]}")
-                times[label].append(f"{found.group(2)} s ({found.group(3)} Spark jobs)")
+                found = re.findall(r"RESULT code=(\d+) wall=([\d.]+) jobs=(\d+) trips=(\d+)", done.stdout)
+                if len(found) != repeat or any(code != "0" for code, *_ in found):
+                    raise SystemExit(f"the {job} failed with {revs['AB'.index(label)]!r}:\n{done.stderr[-3000:]}")
+                times[label].append(" / ".join(f"{wall} s ({jobs} Spark jobs, {trips} py4j round trips)"
+                                               for _, wall, jobs, trips in found))
                 print(f"{label}: {times[label][-1]}", flush=True)
         finally:
             for root in roots:
@@ -195,7 +216,7 @@ def revisions_ab(revs: tuple[str, str], pairs: int) -> None:
                     subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", root], check=True)
             subprocess.run(["git", "-C", str(ROOT), "worktree", "prune"], check=True)
     for label, rev in zip("AB", revs):
-        print(f"{label} ({rev}): {', '.join(times[label])}")
+        print(f"{label} ({rev}): {'; '.join(times[label])}")
 
 
 def main() -> None:
@@ -210,10 +231,13 @@ def main() -> None:
                     help="the sample scenario, or the quick start's two sample rebalances")
     rv = sub.add_parser("revs", help="the scenario with the library of two revisions, a new process each")
     rv.add_argument("revs", nargs=2, metavar="REV", help='a git revision, or "." for the working tree')
-    rv.add_argument("--pairs", type=int, default=2, help="runs of each revision (2: A B B A)")
+    rv.add_argument("--pairs", type=int, default=2, help="processes of each revision (2: A B B A)")
+    rv.add_argument("--job", choices=("scenario", "rebalance"), default="scenario",
+                    help="the sample scenario, or the quick start's two sample rebalances")
+    rv.add_argument("--repeat", type=int, default=1, help="runs of the job in each process (the first cold)")
     args = parser.parse_args()
     if args.mode == "revs":
-        revisions_ab(tuple(args.revs), args.pairs)
+        revisions_ab(tuple(args.revs), args.pairs, args.job, args.repeat)
         return
     if args.mode == "jvm":
         jvm_variants(args.variants)

@@ -29,11 +29,11 @@ def generation_stats(history, a_rows, r_rows, new, *, revoked_known, lost_known,
     ...                  lost_known=False, lags_known=False).show()  # doctest: +SKIP
     """
     g = ["group_id", "generation"]
-    per_member = a_rows.groupBy(*g, "member_id").agg(F.count("*").alias("n"), F.sum("lag").alias("member_lag"))
-    loads = per_member.groupBy(*g).agg(
-        F.count("*").alias("_holding"), F.sum("n").alias("_partitions"),
-        F.min("n").alias("_min"), F.max("n").alias("_max"),
-        F.max(F.coalesce("member_lag", F.lit(0))).alias("_max_lag"), F.sum("member_lag").alias("_total_lag"))
+    # SQL text throughout: a column built in Python costs the driver several JVM round trips
+    per_member = a_rows.groupBy(*g, "member_id").agg(*map(F.expr, ("count(*) AS n", "sum(lag) AS member_lag")))
+    loads = per_member.groupBy(*g).agg(*map(F.expr, (
+        "count(*) AS _holding", "sum(n) AS _partitions", "min(n) AS _min", "max(n) AS _max",
+        "max(coalesce(member_lag, 0)) AS _max_lag", "sum(member_lag) AS _total_lag")))
 
     # the previous generation of each new one: recorded before (its rows are found by its
     # record id, with no commit-marker join), or earlier in this call
@@ -54,41 +54,40 @@ def generation_stats(history, a_rows, r_rows, new, *, revoked_known, lost_known,
     given = stored_rows(new)
     moved = None if given is not None and not given.column("partitions_moved").null_count else _moves(
         history, a_rows, prev, new.where(F.col("partitions_moved").isNull()).select(*g), small)
-    rev = r_rows.groupBy(*g).agg(
-        F.count(F.when(F.col("kind") == "revoked", 1)).alias("_revoked"),
-        F.count(F.when(F.col("kind") == "lost", 1)).alias("_lost"))
+    rev = r_rows.groupBy(*g).agg(*map(F.expr, ("count(CASE WHEN kind = 'revoked' THEN 1 END) AS _revoked",
+                                                "count(CASE WHEN kind = 'lost' THEN 1 END) AS _lost")))
 
     out = new.join(loads, g, "left").join(prev.select(*g, "previous_generation"), g, "left")
-    out = (out.join(moved, g, "left") if moved is not None else out.withColumn("_moved", F.lit(None).cast("long")))
+    out = out.join(moved, g, "left") if moved is not None else out.selectExpr("*", "CAST(NULL AS BIGINT) AS _moved")
     out = out.join(rev, g, "left")
-    zero = F.lit(0).cast("long")
-    holding = F.coalesce("_holding", zero)
-    members = F.coalesce(F.col("members").cast("long"), holding)
-    total_lag = F.col("_total_lag") if lags_known else F.lit(None)
+    zero = "CAST(0 AS BIGINT)"
+    holding = f"coalesce(_holding, {zero})"
+    members = f"coalesce(CAST(members AS BIGINT), {holding})"
+    total_lag = "_total_lag" if lags_known else "CAST(NULL AS BIGINT)"
     # a member holding nothing has 0 partitions
-    least = F.when(members > holding, zero).otherwise(F.coalesce("_min", zero))
-    most = F.coalesce("_max", zero)
-    mean_lag = total_lag / F.greatest(members, F.lit(1))
-    return out.select(
-        *g, F.col("previous_generation").cast("int").alias("previous_generation"),
-        "strategy", "protocol", F.col("round").cast("int").alias("round"),
-        members.alias("members"),
-        F.coalesce("_partitions", zero).cast("long").alias("partitions"),
-        F.col("unassigned").cast("long").alias("unassigned"),
-        F.when(F.col("previous_generation").isNotNull(), F.coalesce(F.col("partitions_moved").cast("long"), "_moved",
-                                                                    zero)).alias("partitions_moved"),
-        least.cast("long").alias("min_partitions"),
-        most.cast("long").alias("max_partitions"),
-        (most - least).cast("long").alias("max_min"),
-        (F.coalesce("_revoked", zero) if revoked_known else F.lit(None)).cast("long").alias("revoked"),
-        (F.coalesce("_lost", zero) if lost_known else F.lit(None)).cast("long").alias("lost"),
+    least = f"CASE WHEN {members} > {holding} THEN {zero} ELSE coalesce(_min, {zero}) END"
+    most = f"coalesce(_max, {zero})"
+    mean_lag = f"({total_lag} / greatest({members}, 1))"
+    return out.selectExpr(
+        *g, "CAST(previous_generation AS INT) AS previous_generation",
+        "strategy", "protocol", "CAST(`round` AS INT) AS `round`",
+        f"{members} AS members",
+        f"CAST(coalesce(_partitions, {zero}) AS BIGINT) AS partitions",
+        "CAST(unassigned AS BIGINT) AS unassigned",
+        "CASE WHEN previous_generation IS NOT NULL "
+        f"THEN coalesce(CAST(partitions_moved AS BIGINT), _moved, {zero}) END AS partitions_moved",
+        f"CAST({least} AS BIGINT) AS min_partitions",
+        f"CAST({most} AS BIGINT) AS max_partitions",
+        f"CAST(({most}) - ({least}) AS BIGINT) AS max_min",
+        f"CAST({f'coalesce(_revoked, {zero})' if revoked_known else 'NULL'} AS BIGINT) AS revoked",
+        f"CAST({f'coalesce(_lost, {zero})' if lost_known else 'NULL'} AS BIGINT) AS lost",
         # lag columns: null unless some assigned partition of the group has a lag
-        total_lag.cast("long").alias("total_lag"),
-        F.when(total_lag.isNotNull(), F.col("_max_lag")).cast("long").alias("max_member_lag"),
-        mean_lag.cast("double").alias("mean_member_lag"),
-        F.when(mean_lag > 0, F.col("_max_lag") / mean_lag).cast("double").alias("max_mean_lag_ratio"),
-        F.col("ignored_owned_claims").cast("long").alias("ignored_owned_claims"),
-        F.col("recorded_at").cast("timestamp").alias("recorded_at"),
+        f"CAST({total_lag} AS BIGINT) AS total_lag",
+        f"CAST(CASE WHEN {total_lag} IS NOT NULL THEN _max_lag END AS BIGINT) AS max_member_lag",
+        f"CAST({mean_lag} AS DOUBLE) AS mean_member_lag",
+        f"CAST(CASE WHEN {mean_lag} > 0 THEN _max_lag / {mean_lag} END AS DOUBLE) AS max_mean_lag_ratio",
+        "CAST(ignored_owned_claims AS BIGINT) AS ignored_owned_claims",
+        "CAST(recorded_at AS TIMESTAMP) AS recorded_at",
     )
 
 

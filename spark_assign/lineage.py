@@ -204,6 +204,24 @@ def relation_of(df: DataFrame, rows: Any) -> DataFrame:
     return out
 
 
+def stored_union(a: DataFrame, b: DataFrame) -> DataFrame:
+    """``a.unionByName(b)`` materialized (:func:`materialize`). When a small call stored both
+    (:func:`stored_rows`), their rows are put together on the driver instead: a local
+    relation of the union, with no Spark action.
+
+    >>> placed = stored_union(placed, proposed)  # doctest: +SKIP
+    """
+    union = a.unionByName(b)
+    ra, rb = stored_rows(a), stored_rows(b)
+    if ra is not None and rb is not None and sorted(ra.column_names) == sorted(rb.column_names):
+        rb = rb.select(ra.column_names)
+        if rb.schema.types == ra.schema.types:
+            import pyarrow as pa
+
+            return relation_of(union, pa.concat_tables([ra, rb.cast(ra.schema)]))
+    return materialize(union)
+
+
 def rows_within(df: DataFrame, max_rows: int) -> Any:
     """``df``'s rows as a ``pyarrow.Table`` when it has at most ``max_rows`` of them, else
     None: one action, which collects at most ``max_rows + 1`` rows (a call that is not

@@ -17,6 +17,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from .errors import AssignmentPropertyError, InvalidOptionError, raise_if_rows
+from .frames import sql_name, sql_string
 from .inputs import normalize_members, normalize_partitions, subscriptions
 from .lineage import (
     decide_small_call,
@@ -49,18 +50,20 @@ CHECK_SMALL_ROWS = 10_000
 CHECK_GROUP_PARTITIONS = 64
 
 
-def _shape(df: DataFrame, problem: str, detail=None) -> DataFrame:
-    cols = []
-    for c in _PROBLEM_COLUMNS:
+def _shape(df: DataFrame, problem: str, detail: str | None = None) -> DataFrame:
+    """``df``'s rows as problem rows (:data:`_PROBLEM_COLUMNS`), ``detail`` a SQL expression
+    over its columns. Written as SQL text: a column built in Python costs the driver several
+    JVM round trips, and every check builds several of these."""
+    present = set(df.columns)
+
+    def column(c: str) -> str:
         if c == "problem":
-            cols.append(F.lit(problem).alias("problem"))
-        elif c == "detail":
-            cols.append((detail if detail is not None else F.lit(None)).cast("string").alias("detail"))
-        elif c in df.columns:
-            cols.append(F.col(c).cast("int" if c == "partition" else "string").alias(c))
-        else:
-            cols.append(F.lit(None).cast("int" if c == "partition" else "string").alias(c))
-    return df.select(*cols)
+            return f"{sql_string(problem)} AS problem"
+        if c == "detail":
+            return f"CAST({detail or 'NULL'} AS STRING) AS detail"
+        return f"CAST({sql_name(c) if c in present else 'NULL'} AS {'INT' if c == 'partition' else 'STRING'}) AS {c}"
+
+    return df.selectExpr(*map(column, _PROBLEM_COLUMNS))
 
 
 def subscribed_partitions(members: DataFrame, partitions: DataFrame) -> DataFrame:
@@ -87,7 +90,7 @@ def validity_violations(assignment: DataFrame, members: DataFrame, partitions: D
     unknown = a.join(p.select("topic", "partition"), ["topic", "partition"], "left_anti")
     return (
         _shape(unassigned, "unassigned")
-        .unionByName(_shape(twice, "assigned more than once", F.concat_ws(",", "owners")))
+        .unionByName(_shape(twice, "assigned more than once", "concat_ws(',', owners)"))
         .unionByName(_shape(unsubscribed, "member not subscribed to topic (or not in group)"))
         .unionByName(_shape(unknown, "partition not in metadata"))
     )
@@ -122,7 +125,7 @@ def balance_violations(
             .where(F.col("partitions") == F.col("hi"))
         )
         return _shape(bad, "partitions per member differ by more than one",
-                      F.format_string("holds %d, group min %d", "partitions", "lo"))
+                      f"format_string({sql_string('holds %d, group min %d')}, partitions, lo)")
     subs = subscriptions(m)
     # only topics present in the metadata take part
     subs = subs.join(normalize_partitions(partitions).select("topic").distinct(), "topic", "left_semi")
@@ -137,7 +140,7 @@ def balance_violations(
             .where((F.col("hi") - F.col("lo") > 1) & (F.col("n") == F.col("hi")))
         )
         return _shape(bad, "partitions of topic per member differ by more than one",
-                      F.format_string("holds %d of topic, topic min %d", "n", "lo"))
+                      f"format_string({sql_string('holds %d of topic, topic min %d')}, n, lo)")
     # kafka rule: a member holding a partition of topic t has >= 2 more than some subscriber of t
     sub_loads = subs.join(loads, ["group_id", "member_id"])
     min_per_topic = sub_loads.groupBy("group_id", "topic").agg(F.min("partitions").alias("lo"))
@@ -148,7 +151,7 @@ def balance_violations(
         .where(F.col("partitions") - F.col("lo") >= 2)
     )
     return _shape(holders, "a partition could move to a subscriber with two or more fewer",
-                  F.format_string("holds %d, a subscriber of the topic holds %d", "partitions", "lo"))
+                  f"format_string({sql_string('holds %d, a subscriber of the topic holds %d')}, partitions, lo)")
 
 
 def cooperative_violations(assignment: DataFrame, members: DataFrame, partitions: DataFrame) -> DataFrame:
@@ -169,7 +172,7 @@ def cooperative_violations(assignment: DataFrame, members: DataFrame, partitions
         .join(claims.select("group_id", "member_id", *tp[1:]), ["group_id", "member_id", *tp[1:]], "left_anti")
         .join(holders, tp)
     )
-    return _shape(bad, "assigned while other members still hold it", F.concat(F.lit("held by "), "holders"))
+    return _shape(bad, "assigned while other members still hold it", "concat('held by ', holders)")
 
 
 def revocations(members: DataFrame, assignment: DataFrame, partitions: DataFrame | None = None) -> DataFrame:

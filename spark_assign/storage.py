@@ -43,11 +43,10 @@ from __future__ import annotations
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from .errors import HistoryError
-from .frames import empty
+from .frames import empty, sql_name
 from .input_files import (  # noqa: F401  (re-exported: callers read their inputs through this module)
     CSV_ARRAY_COLUMNS,
     INPUT_FORMATS,
@@ -121,7 +120,10 @@ def conform(df: DataFrame, schema: T.StructType) -> DataFrame:
     missing = [f.name for f in schema.fields if f.name not in df.columns]
     if missing:
         raise HistoryError(f"cannot write: missing column(s) {missing}; expected {schema.fieldNames()}, found {df.columns}")
-    return df.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in schema.fields])
+    # SQL text: a column built in Python costs the driver several JVM round trips, one per
+    # table written or read adds up in a small call
+    return df.selectExpr(*[f"CAST({sql_name(f.name)} AS {f.dataType.simpleString()}) AS {sql_name(f.name)}"
+                           for f in schema.fields])
 
 
 def marked(metadata: dict[str, Any] | None, app_id: str) -> dict[str, Any]:
@@ -206,9 +208,10 @@ class DeltaStore:
     def _all_columns(self, df: DataFrame) -> DataFrame:
         """``df`` with the table's columns, in order: tables written by older versions
         may lack newer columns, added as nulls."""
-        cols = [F.col(f.name) if f.name in df.columns else F.lit(None).cast(f.dataType).alias(f.name)
-                for f in self.schema.fields]
-        return df.select(*cols)
+        present = set(df.columns)
+        return df.selectExpr(*[sql_name(f.name) if f.name in present
+                               else f"CAST(NULL AS {f.dataType.simpleString()}) AS {sql_name(f.name)}"
+                               for f in self.schema.fields])
 
     def history(self) -> DataFrame:
         """Delta's commit log of the table, newest first: ``version, timestamp,

@@ -65,13 +65,13 @@ group (or finer) and fully ordered.
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from ..frames import merge_side, one_row, sql_name, union_all
 from ..inputs import BLOCK_BITS, owned_or_empty, partition_bit, partition_block, topic_sizes
-from ..lineage import has_rows, materialize, partitioned_by
-from ..ordering import java_order, java_order_sql
+from ..lineage import has_rows, materialize, partitioned_by, stored_union
+from ..ordering import java_order_sql
 from ..owned import claim_aggregates, claim_outcome, free_to_take, member_ranks
 from ..quota import max_quota, min_quota, num_max_quota
 
@@ -498,64 +498,49 @@ def _deal(mem: DataFrame, unassigned: DataFrame, use_racks: bool) -> DataFrame:
         unassigned = unassigned.selectExpr("*", "row_number() OVER (PARTITION BY group_id ORDER BY "
                                            f"{java_order_sql('topic')}, partition) - 1 AS pos")
         return slots.join(merge_side(unassigned), [_G, "pos"])
-    base_order = [java_order("topic"), F.col("partition")]
-    return _rack_fill(mem, slots, unassigned, base_order).join(
-        unassigned.select(_G, "topic", "partition", "holder", "co_holder"), [_G, "topic", "partition"]
-    ).join(F.broadcast(mem.select(_G, "member_id", "m_rank")), [_G, "member_id"])
+    placed = _rack_fill(mem, slots, unassigned, f"{java_order_sql('topic')}, partition")
+    return placed.join(unassigned.selectExpr(_G, "topic", "partition", "holder", "co_holder"),
+                       [_G, "topic", "partition"]).join(
+        F.broadcast(mem.selectExpr(_G, "member_id", "m_rank")), [_G, "member_id"])
 
 
-def _rack_fill(mem: DataFrame, slots: DataFrame, unassigned: DataFrame, base_order) -> DataFrame:
-    """Place the unassigned partitions on the slots, rack-local first (rack-aware groups)."""
-    gw = Window.partitionBy(_G)
-    rack_members = mem.where(F.col("mrack").isNotNull()).groupBy(_G, F.col("mrack").alias("rack")).agg(
-        F.count("*").alias("n_rack_members")
-    )
-    ncons = (
-        unassigned.select(_G, "topic", "partition", F.explode("racks").alias("rack"))
-        .join(rack_members, [_G, "rack"])
-        .groupBy(_G, "topic", "partition")
-        .agg(F.sum("n_rack_members").alias("ncons"))
-    )
+def _rack_fill(mem: DataFrame, slots: DataFrame, unassigned: DataFrame, base_order: str) -> DataFrame:
+    """Place the unassigned partitions on the slots, rack-local first (rack-aware groups).
+    ``base_order``: Kafka's order of a group's partitions (SQL text). Written as SQL text:
+    each column named in Python costs the driver three JVM round trips."""
+    tp = [_G, "topic", "partition"]
+    rack_members = mem.where("mrack IS NOT NULL").groupBy(_G, "mrack").count()
+    ncons = unassigned.selectExpr(*tp, "explode(racks) AS mrack").join(rack_members, [_G, "mrack"]).groupBy(
+        *tp).agg(F.expr("sum(count) AS ncons"))
     # Kafka's order: fewest rack-local members first, then topic, partition
-    unassigned = unassigned.join(ncons, [_G, "topic", "partition"], "left").select(
-        _G, "topic", "partition", "racks", F.coalesce("ncons", F.lit(0)).alias("ncons")
-    )
-    unassigned = unassigned.select(
-        "*", (F.row_number().over(gw.orderBy("ncons", *base_order)) - 1).alias("upos")
-    )
-    free_slots = slots.where(F.col("mrack").isNotNull())
-    rw = Window.partitionBy(_G, "mrack")
+    unassigned = unassigned.join(ncons, tp, "left").selectExpr(*tp, "racks", "coalesce(ncons, 0) AS ncons").selectExpr(
+        "*", f"row_number() OVER (PARTITION BY group_id ORDER BY ncons, {base_order}) - 1 AS upos")
+    free_slots = slots.where("mrack IS NOT NULL")
     fs_cols = [_G, "mrack", "member_id", "pos"]
+    rank = "row_number() OVER (PARTITION BY group_id, mrack ORDER BY {}) AS k".format
     # round 0: each partition on the rack of its first replica (the leader's): no conflicts
-    cand = unassigned.where(F.col("ncons") > 0).select(
-        _G, "topic", "partition", "upos", F.try_element_at("racks", F.lit(1)).alias("mrack")
-    ).select("*", F.row_number().over(rw.orderBy("upos")).alias("k"))
-    fs = free_slots.select(*fs_cols, F.row_number().over(rw.orderBy("pos")).alias("k"))
-    placed = materialize(cand.join(fs, [_G, "mrack", "k"]).select(_G, "member_id", "pos", "topic", "partition"))
-    free_slots = free_slots.join(placed.select(_G, "pos"), [_G, "pos"], "left_anti")
-    free_parts = unassigned.where(F.col("ncons") > 0).join(
-        placed.select(_G, "topic", "partition"), [_G, "topic", "partition"], "left_anti")
+    cand = unassigned.where("ncons > 0").selectExpr(*tp, "upos", "try_element_at(racks, 1) AS mrack").selectExpr(
+        "*", rank("upos"))
+    fs = free_slots.selectExpr(*fs_cols, rank("pos"))
+    placed = materialize(cand.join(fs, [_G, "mrack", "k"]).selectExpr(_G, "member_id", "pos", "topic", "partition"))
+    free_slots = free_slots.join(placed.selectExpr(_G, "pos"), [_G, "pos"], "left_anti")
+    free_parts = unassigned.where("ncons > 0").join(placed.selectExpr(*tp), tp, "left_anti")
     for _ in range(RACK_ROUNDS):
         # the k-th rack-local candidate of each rack meets the k-th free slot on that rack;
         # a partition proposed on several racks takes its best proposal
-        cand = free_parts.select(_G, "topic", "partition", "upos", F.explode("racks").alias("mrack"))
-        cand = cand.select("*", F.row_number().over(rw.orderBy("upos")).alias("k"))
-        fs = free_slots.select(*fs_cols, F.row_number().over(rw.orderBy("pos")).alias("k"))
-        prop = cand.join(fs, [_G, "mrack", "k"])
-        best = F.row_number().over(Window.partitionBy(_G, "topic", "partition").orderBy("k", "pos"))
-        prop = prop.select(_G, "member_id", "pos", "topic", "partition", best.alias("_best")).where("_best = 1")
-        prop = prop.drop("_best")
-        prop = materialize(prop)
-        placed = materialize(placed.unionByName(prop))
-        free_slots = free_slots.join(prop.select(_G, "pos"), [_G, "pos"], "left_anti")
-        free_parts = free_parts.join(prop.select(_G, "topic", "partition"), [_G, "topic", "partition"], "left_anti")
-    rest_slots = slots.join(placed.select(_G, "pos"), [_G, "pos"], "left_anti").select(
-        _G, "member_id", F.row_number().over(gw.orderBy("pos")).alias("k")
-    )
-    rest_parts = unassigned.join(
-        placed.select(_G, "topic", "partition"), [_G, "topic", "partition"], "left_anti"
-    ).select(_G, "topic", "partition", F.row_number().over(gw.orderBy("upos")).alias("k"))
+        cand = free_parts.selectExpr(*tp, "upos", "explode(racks) AS mrack").selectExpr("*", rank("upos"))
+        fs = free_slots.selectExpr(*fs_cols, rank("pos"))
+        prop = cand.join(fs, [_G, "mrack", "k"]).selectExpr(
+            _G, "member_id", "pos", "topic", "partition",
+            "row_number() OVER (PARTITION BY group_id, topic, partition ORDER BY k, pos) AS _best")
+        prop = materialize(prop.where("_best = 1").selectExpr(_G, "member_id", "pos", "topic", "partition"))
+        placed = stored_union(placed, prop)
+        free_slots = free_slots.join(prop.selectExpr(_G, "pos"), [_G, "pos"], "left_anti")
+        free_parts = free_parts.join(prop.selectExpr(*tp), tp, "left_anti")
+    rest_slots = slots.join(placed.selectExpr(_G, "pos"), [_G, "pos"], "left_anti").selectExpr(
+        _G, "member_id", "row_number() OVER (PARTITION BY group_id ORDER BY pos) AS k")
+    rest_parts = unassigned.join(placed.selectExpr(*tp), tp, "left_anti").selectExpr(
+        *tp, "row_number() OVER (PARTITION BY group_id ORDER BY upos) AS k")
     rest = rest_slots.join(rest_parts, [_G, "k"])
-    return placed.select(_G, "member_id", "topic", "partition").unionByName(
-        rest.select(_G, "member_id", "topic", "partition")
-    )
+    return placed.selectExpr(_G, "member_id", "topic", "partition").unionByName(
+        rest.selectExpr(_G, "member_id", "topic", "partition"))
