@@ -120,8 +120,8 @@ def conform(df: DataFrame, schema: T.StructType) -> DataFrame:
     missing = [f.name for f in schema.fields if f.name not in df.columns]
     if missing:
         raise HistoryError(f"cannot write: missing column(s) {missing}; expected {schema.fieldNames()}, found {df.columns}")
-    # SQL text: a column built in Python costs the driver several JVM round trips, one per
-    # table written or read adds up in a small call
+    # SQL text: a column built in Python costs the driver several JVM round trips, and a
+    # recorded rebalance writes and reads several tables
     return df.selectExpr(*[f"CAST({sql_name(f.name)} AS {f.dataType.simpleString()}) AS {sql_name(f.name)}"
                            for f in schema.fields])
 
