@@ -24,8 +24,8 @@ revision, or ``.`` for the working tree; ``conf/`` and ``data/`` are the working
 process per run (its JVM cold, as a user's is), ``--pairs`` processes of each in the order A B B A, each
 running the job ``--repeat`` times (the first cold, then warm); per run its seconds, Spark jobs and py4j
 round trips (the driver's calls into the JVM, a count that does not drift with the machine). The figures
-are copied by hand into ``benchmarks/results/jvm_profile.md``, which ``collect.py`` puts
-into BENCHMARKS.md.
+are copied by hand into ``benchmarks/results/`` (``jvm_profile.md``, ``round_trips.md``), which
+``collect.py`` puts into BENCHMARKS.md.
 """
 
 from __future__ import annotations
