@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import threading
 import time
@@ -41,6 +42,10 @@ from .storage import (
     local_path,
     marked,
 )
+
+#: the name of a Parquet file :meth:`EmbeddedStore.write_files` moved into a table folder
+#: (Spark's part file, named after its write's uuid); committed by the write's next step
+UNCOMMITTED_PART = re.compile(r"part-\d{5}-[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}-c\d{3}(\.\w+)?\.parquet")
 
 
 class SparkDeltaStore(DeltaStore):
@@ -137,7 +142,9 @@ class EmbeddedStore(DeltaStore):
         if not os.path.isdir(local):
             raise HistoryError(f"history table {self.location!r} is a file, not a Delta table folder")
         if not os.path.isdir(os.path.join(local, "_delta_log")):
-            found = sorted(n for n in os.listdir(local) if n != STAGING_DIR)
+            # a first write killed before its commit leaves its part files and no log: in no
+            # table, they are overwritten by nothing and read by no one (VACUUM deletes them)
+            found = sorted(n for n in os.listdir(local) if n != STAGING_DIR and not UNCOMMITTED_PART.fullmatch(n))
             if found:
                 raise HistoryError(f"history table {self.location!r} is not a Delta table: the folder holds "
                                    f"{found[:5]} and no _delta_log; expected an empty or missing folder")

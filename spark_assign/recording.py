@@ -167,8 +167,8 @@ def write_generations(
     protocol``) in ``history``'s tables: one commit per table, idempotent per set of
     new pairs. Returns the ``generations`` rows of
     the call's pairs (also the ones recorded before: a no-op for those)."""
-    history.check_writable()  # a history that cannot take the rows fails before any write
     with history_lock(history.lock_root()):  # one writer at a time (spark_assign.locking)
+        history.check_writable(locked=True)  # a history that cannot take the rows fails before any write
         # a few rows, read by every step below: cut from its lineage (stored by its first reader
         # under local materialization; a checkpoint job under reliable).
         # Often a union of per-round or per-step pieces, into each of which the optimizer
@@ -243,10 +243,18 @@ class HistoryWriter(HistoryReader):
     >>> history.record(assignment, strategy="range").show()  # doctest: +SKIP
     """
 
-    def check_writable(self) -> None:
+    def check_writable(self, *, locked: bool = False) -> None:
         """Raise HistoryError, before anything is written, when the history cannot take
         new generations: its folder is a file or a Delta table itself (not a folder of
-        them), or one of its tables fails :meth:`~spark_assign.storage.DeltaStore.check_writable`."""
+        them), or one of its tables fails :meth:`~spark_assign.storage.DeltaStore.check_writable`.
+
+        It holds the history's commit lock (``locked``: the caller holds it already), so it
+        never looks at a table another writer is creating: a first commit's files land in
+        the table folder a moment before its Delta log does."""
+        if not locked:
+            with history_lock(self.lock_root()):
+                self.check_writable(locked=True)
+            return
         root = self.lock_root()
         if root is not None and os.path.exists(root):
             if not os.path.isdir(root):

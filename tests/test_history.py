@@ -11,9 +11,11 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 import yaml
 from casetable import CASES_DIR, SEP, Case, expected, inputs, lags, parse_tp, strip_topics
@@ -294,6 +296,59 @@ def test_killed_run_leaves_no_half_recorded_generation(spark, tmp_path):
     h.optimize()
     assert DeltaTable(f"{loc}/assignments").history()[0]["operation"] == "OPTIMIZE"
     assert h.assignments().count() == 6
+
+
+def test_a_first_record_killed_before_its_first_commit_leaves_a_history_that_records(spark, tmp_path):
+    """A first record killed after its Parquet files moved into the assignments folder, before
+    delta-rs created the table: the stranded files are in no table; the next record creates it
+    around them and reads only its own rows."""
+    loc = str(tmp_path / "h")
+    h = AssignmentHistory(loc, spark)
+    store = h.stores["assignments"]
+    values = {"group_id": "'g1'", "generation": "1", "member_id": "'stranded'", "topic": "'t'", "partition": "0"}
+    stranded = spark.range(1).selectExpr(*[f"CAST({values.get(f.name, 'NULL')} AS {f.dataType.simpleString()}) "
+                                           f"AS `{f.name}`" for f in store.schema.fields])
+    files = store.write_files(stranded)
+    assert files and not os.path.isdir(f"{loc}/assignments/_delta_log")
+
+    gen1 = spark.createDataFrame([("g1", "a", "t", 0), ("g1", "b", "t", 1)],
+                                 "group_id string, member_id string, topic string, partition int")
+    h.record(gen1, strategy="range", generation=1)
+    assert_df_equality(h.assignments().select("group_id", "member_id", "topic", "partition"), gen1,
+                       ignore_row_order=True, ignore_nullable=True)
+    assert DeltaTable(f"{loc}/assignments").to_pyarrow_table().num_rows == 2
+    assert all(os.path.exists(f"{loc}/assignments/{f}") for f in files)  # left for VACUUM, never read
+
+
+def test_a_writer_checks_a_history_between_other_writers_commits(spark, tmp_path):
+    """The check before a record waits for the history's commit lock: it never looks at a
+    table another writer is creating (its Delta log folder made, its first commit not yet)."""
+    from deltalake import write_deltalake
+
+    from spark_assign.locking import history_lock
+    from spark_assign.storage import arrow_schema
+
+    h = AssignmentHistory(str(tmp_path / "h"), spark)
+    gens = tmp_path / "h" / "generations"
+    creating = threading.Event()
+
+    def other_writer():
+        with history_lock(h.lock_root()):
+            (gens / "_delta_log").mkdir(parents=True)
+            creating.set()
+            time.sleep(0.5)
+            write_deltalake(str(gens), pa.Table.from_pylist([], schema=arrow_schema(GENERATIONS_SCHEMA)))
+
+    writer = threading.Thread(target=other_writer)
+    writer.start()
+    try:
+        assert creating.wait(30)
+        with pytest.raises(HistoryError, match="cannot read the Delta log"):  # the half-created table, unlocked
+            h.stores["generations"].check_writable()
+        h.check_writable()  # waits for the lock, then finds a Delta table with the expected columns
+        assert not writer.is_alive()
+    finally:
+        writer.join()
 
 
 def test_generation_dataframe_gives_one_generation_per_group(spark, tmp_path):
