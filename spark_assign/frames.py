@@ -38,14 +38,29 @@ def sql_string(value: str) -> str:
 
 def union_all(dfs: Sequence[DataFrame], *, allow_missing: bool = False) -> DataFrame:
     """The rows of ``dfs`` (at least one frame, matched by column name) in one DataFrame;
-    ``allow_missing``: a column missing from some frames is null in their rows.
+    ``allow_missing``: a column missing from some frames is null in their rows. In a small
+    call, one partition (:func:`one_partition`), so that a join or aggregation over it
+    shuffles nothing.
 
     >>> union_all([round1, round2])  # doctest: +SKIP
     """
     out = dfs[0]
     for df in dfs[1:]:
         out = out.unionByName(df, allowMissingColumns=allow_missing)
-    return out
+    return one_partition(out) if len(dfs) > 1 else out
+
+
+def one_partition(df: DataFrame) -> DataFrame:
+    """``df`` in a small call (:func:`~spark_assign.lineage.in_small_call`) put into one
+    partition (``coalesce(1)``: no shuffle), unchanged otherwise. For the result of a join or
+    union that another join reads: Spark joins two sides without shuffling them only when
+    each side is planned as exactly one partition, and a sort-merge join of two one-partition
+    sides is planned as "either side's partitioning" (a union as unknown), so without it every
+    join after the first shuffles both its sides, a stage of its own each.
+
+    >>> chains = one_partition(starts.join(holders, ["group_id", "topic"])).join(members, "group_id")  # doctest: +SKIP
+    """
+    return df.coalesce(1) if in_small_call() else df
 
 
 def empty(spark: SparkSession, schema: str | StructType) -> DataFrame:

@@ -92,9 +92,13 @@ _EXCLUDED_RULES = "spark.sql.optimizer.excludedRules"
 #: semi and anti joins kept above a local relation's single-partition coalesce
 #: (:data:`PUSH_DOWN_SEMI_JOINS`); one shuffle partition, so that a frame it did not store
 #: (several partitions) is shuffled into one, and its local relations are not shuffled to match;
-#: and no adaptive execution: each action is planned once, and its shuffles are stages of
+#: no adaptive execution: each action is planned once, and its shuffles are stages of
 #: its job rather than jobs of their own, for rows too few to re-plan on (the sample
-#: scenario 64 s instead of 72 s, a sample rebalance 11.5 s instead of 11.9 s; BENCHMARKS.md)
+#: scenario 64 s instead of 72 s, a sample rebalance 11.5 s instead of 11.9 s; BENCHMARKS.md);
+#: and no size limit on a one-partition side of a join: Spark shuffles a join's one-partition
+#: sides once its size estimate passes the limit (128 MiB), and a join's estimate is the
+#: product of its sides', so joins of joins of a few hundred rows passed it
+#: (:func:`~spark_assign.frames.one_partition`)
 SMALL_CALL_SETTINGS = {
     "spark.sql.codegen.wholeStage": "false",
     "spark.sql.codegen.factoryMode": "NO_CODEGEN",
@@ -102,6 +106,7 @@ SMALL_CALL_SETTINGS = {
     _EXCLUDED_RULES: PUSH_DOWN_SEMI_JOINS,
     "spark.sql.shuffle.partitions": "1",
     "spark.sql.adaptive.enabled": "false",
+    "spark.sql.maxSinglePartitionBytes": str(2**63 - 1),
 }
 #: the session whose settings the small call in progress applied (to give back when the
 #: scope that decided ends)

@@ -44,7 +44,7 @@ from .assign import GROUP_PROTOCOLS, strategy_name
 from .errors import AssignmentPropertyError, InvalidOptionError, raise_if_rows
 from .frames import GROUP as _G
 from .frames import TP as _TP
-from .frames import owned_lists, sql_name, sql_string, union_all
+from .frames import one_partition, owned_lists, sql_name, sql_string, union_all
 from .inputs import (
     MEMBER_COLUMNS,
     ignored_claims,
@@ -358,7 +358,7 @@ def _prepare(members: DataFrame, partitions: DataFrame, *, protocol_rule: str, s
         if history is not None:
             highest = highest.unionByName(history.history().join(m.selectExpr(_G).distinct(), _G, "left_semi")
                                           .selectExpr(_G, "generation"))
-        base = highest.groupBy(_G).agg(F.expr("coalesce(max(generation), 0) AS _base"))
+        base = one_partition(highest).groupBy(_G).agg(F.expr("coalesce(max(generation), 0) AS _base"))
     # the members with their base generation (read by every round-1 plan), the owners and
     # the needed counts (read by every round's summary): each computed once, stored by its first reader
     return Prepared(members=materialize_state(m.join(base, _G), eager=False), partitions=p,

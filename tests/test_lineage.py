@@ -9,6 +9,7 @@ from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 from spark_assign.errors import InvalidOptionError
+from spark_assign.frames import one_partition
 from spark_assign.lineage import (
     PUSH_DOWN_SEMI_JOINS,
     SMALL_CALL_CONF,
@@ -220,6 +221,32 @@ def test_a_small_calls_store_is_one_job_with_its_shuffles_as_stages(spark):
     assert len(stages) == 1 and stages[0] >= 2, stages
     assert sorted(zip(rows["k"].to_pylist(), rows["load"].to_pylist())) == [(0, 9), (1, 120), (2, 1500)]
     assert spark.conf.get("spark.sql.adaptive.enabled") == "true"
+
+
+def test_a_small_calls_joins_of_joins_shuffle_nothing_through_one_partition(spark):
+    """The join of joins above, its first join put into one partition (frames.one_partition):
+    one Spark job of one stage, with the same rows; outside a small call one_partition leaves
+    a frame as it is. Without it, Spark shuffles both sides of every join after the first: a
+    sort-merge join of two one-partition sides is planned as either side's partitioning, not
+    as one partition, and joins skip their shuffles only for sides planned as one partition."""
+    members = spark.createDataFrame([("g", f"m{i}", i % 3) for i in range(9)], "group_id string, member_id string, k int")
+    loads = spark.createDataFrame([("g", f"m{i}", i) for i in range(9)], "group_id string, member_id string, load int")
+    weights = spark.createDataFrame([(k, 10 ** k) for k in range(3)], "k int, weight int")
+    assert one_partition(members) is members  # not in a small call
+
+    @small_call_scope
+    def call(cut: bool):
+        decide_small_call(spark, lambda: 18)
+        m, x, w = materialize(members), materialize(loads), materialize(weights)
+        first = m.join(x, ["group_id", "member_id"])
+        weighted = (one_partition(first) if cut else first).join(w, "k")
+        per_k = weighted.groupBy("k").agg(F.sum(F.col("load") * F.col("weight")).alias("load"))
+        stored, stages = _stages_per_job(spark, lambda: materialize(per_k))
+        return sorted(zip(stored_rows(stored)["k"].to_pylist(), stored_rows(stored)["load"].to_pylist())), stages
+
+    (rows, stages), (rows_shuffled, stages_shuffled) = call(True), call(False)
+    assert stages == [1] and stages_shuffled[0] >= 2, (stages, stages_shuffled)
+    assert rows == rows_shuffled == [(0, 9), (1, 120), (2, 1500)]
 
 
 @pytest.mark.connect

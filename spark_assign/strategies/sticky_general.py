@@ -72,7 +72,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from ..errors import AssignmentPropertyError, raise_if_rows
-from ..frames import union_all
+from ..frames import one_partition, union_all
 from ..inputs import topic_sizes as count_topic_sizes
 from ..lineage import has_rows, materialize, partitioned_by
 from ..ordering import java_order, with_member_index
@@ -160,7 +160,7 @@ def _initial_counts(members: DataFrame, sizes: DataFrame, owned: DataFrame | Non
         subs = subs.withColumn("owned_count", F.lit(0).cast("long"))
     else:
         own = owned.groupBy(*_KEYS).agg(F.count("*").alias("owned_count"))
-        subs = subs.join(own, _KEYS, "left").withColumn(
+        subs = one_partition(subs).join(own, _KEYS, "left").withColumn(
             "owned_count", F.coalesce("owned_count", F.lit(0)).cast("long"))
     wt = Window.partitionBy("group_id", "topic_index")
     wm = Window.partitionBy("group_id", "member_index")
@@ -319,8 +319,9 @@ def _chain_moves(s: DataFrame) -> DataFrame:
     than ``x``). Chains start from a few short subscriptions per group
     (:data:`STICKY_STARTS`), so a round stays small. In the columns, ``a`` is the
     ``giver``, ``x`` the ``middle`` and ``b`` the ``receiver``, ``t1`` the
-    ``middle_topic`` and ``t2`` the ``receiver_topic``. Returns ``group_id,
-    topic_index, giver, receiver`` (one row per partition moved)."""
+    ``middle_topic`` and ``t2`` the ``receiver_topic``. Returns the chains, materialized
+    (at most one row per group: ``group_id, giver, middle, receiver, middle_topic,
+    receiver_topic``...); :func:`_hops` turns them into moves."""
     # per member: the heaviest holder of any topic it subscribes to, the lightest subscriber
     # of any topic it holds, the topics it subscribes to and those it holds
     mem = s.groupBy("group_id", "member_id").agg(
@@ -341,7 +342,8 @@ def _chain_moves(s: DataFrame) -> DataFrame:
     h2 = holders.select("group_id", F.col("topic_index").alias("receiver_topic"), F.col("member_id").alias("middle"),
                         F.col("member_load").alias("middle_load"), lost.alias("middle_gives_owned"),
                         F.col("member_index").alias("middle_index"))
-    step = starts.join(h2, ["group_id", "receiver_topic"]).where(F.col("middle") != F.col("receiver"))
+    # every join below reads joins: one_partition keeps a small call's joins from shuffling
+    step = one_partition(starts.join(h2, ["group_id", "receiver_topic"]).where(F.col("middle") != F.col("receiver")))
     receiver_cols = ["receiver", "receiver_topic", "receiver_load", "receiver_topic_min_load", "receiver_index"]
     # one hop: x is the giver a
     one = step.select("group_id", *receiver_cols, F.lit(None).cast("string").alias("middle"),
@@ -358,7 +360,7 @@ def _chain_moves(s: DataFrame) -> DataFrame:
                         F.col("member_index").alias("giver_index"))
     chain_cols = [*receiver_cols, "middle", "middle_topic", "giver", "giver_load", "giver_index"]
     two = (
-        step.join(xs, ["group_id", "middle"]).where(F.col("middle_topic") != F.col("receiver_topic"))
+        one_partition(step.join(xs, ["group_id", "middle"]).where(F.col("middle_topic") != F.col("receiver_topic")))
         .join(h1, ["group_id", "middle_topic"]).where(F.col("giver") != F.col("middle"))
         .select("group_id", *chain_cols,
                 (F.lit(1) + F.col("middle_regains_owned") - F.col("giver_gives_owned") - F.col("middle_gives_owned"))
@@ -366,24 +368,21 @@ def _chain_moves(s: DataFrame) -> DataFrame:
     )
     # two hops with the gain in the middle: x is short on t1 (the start), a holds t1,
     # x passes one of its topics t2 on to a subscriber b
-    mid = (
-        starts.select("group_id", F.col("receiver").alias("middle"), F.col("receiver_topic").alias("middle_topic"),
-                      F.col("receiver_load").alias("middle_load"),
-                      F.col("receiver_topic_min_load").alias("middle_topic_min_load"))
-        .join(h1, ["group_id", "middle_topic"]).where(F.col("giver") != F.col("middle"))
-        .join(holders.select("group_id", F.col("member_id").alias("middle"),
-                             F.col("topic_index").alias("receiver_topic"), lost.alias("middle_gives_owned")),
-              ["group_id", "middle"]).where(F.col("receiver_topic") != F.col("middle_topic"))
-        .join(s.select("group_id", F.col("topic_index").alias("receiver_topic"), F.col("member_id").alias("receiver"),
-                       F.col("member_load").alias("receiver_load"),
-                       F.col("min_subscriber_load").alias("receiver_topic_min_load"),
-                       F.col("member_index").alias("receiver_index"), regains.alias("receiver_regains_owned")),
-              ["group_id", "receiver_topic"]).where(F.col("receiver") != F.col("middle"))
-        .select("group_id", *chain_cols,
-                (F.lit(1) + F.col("receiver_regains_owned") - F.col("giver_gives_owned") - F.col("middle_gives_owned"))
-                .alias("owned_gain"), "middle_load", "middle_topic_min_load")
-    )
-    cand = one.unionByName(two).unionByName(mid).where(F.col("owned_gain") >= 1)
+    x_short = starts.select("group_id", F.col("receiver").alias("middle"), F.col("receiver_topic").alias("middle_topic"),
+                            F.col("receiver_load").alias("middle_load"),
+                            F.col("receiver_topic_min_load").alias("middle_topic_min_load"))
+    x_gives = holders.select("group_id", F.col("member_id").alias("middle"), F.col("topic_index").alias("receiver_topic"),
+                             lost.alias("middle_gives_owned"))
+    b = s.select("group_id", F.col("topic_index").alias("receiver_topic"), F.col("member_id").alias("receiver"),
+                 F.col("member_load").alias("receiver_load"), F.col("min_subscriber_load").alias("receiver_topic_min_load"),
+                 F.col("member_index").alias("receiver_index"), regains.alias("receiver_regains_owned"))
+    mid = one_partition(x_short.join(h1, ["group_id", "middle_topic"]).where(F.col("giver") != F.col("middle")))
+    mid = one_partition(mid.join(x_gives, ["group_id", "middle"]).where(F.col("receiver_topic") != F.col("middle_topic")))
+    mid = mid.join(b, ["group_id", "receiver_topic"]).where(F.col("receiver") != F.col("middle")).select(
+        "group_id", *chain_cols,
+        (F.lit(1) + F.col("receiver_regains_owned") - F.col("giver_gives_owned") - F.col("middle_gives_owned"))
+        .alias("owned_gain"), "middle_load", "middle_topic_min_load")
+    cand = one_partition(one.unionByName(two).unionByName(mid).where(F.col("owned_gain") >= 1))
     ma = mem.select("group_id", F.col("member_id").alias("giver"),
                     F.col("subscribed_max_holder_load").alias("giver_max_holder_load"),
                     F.col("subscribed_topics").alias("giver_topics"))
@@ -391,7 +390,8 @@ def _chain_moves(s: DataFrame) -> DataFrame:
                     F.col("held_min_subscriber_load").alias("receiver_held_min_load"),
                     F.col("held_topics").alias("receiver_held_topics"))
     gmax = s.groupBy("group_id").agg(F.max("member_load").alias("group_max_load"))
-    cand = cand.join(ma, ["group_id", "giver"]).join(mb, ["group_id", "receiver"]).join(gmax, "group_id")
+    cand = one_partition(one_partition(cand.join(ma, ["group_id", "giver"])).join(mb, ["group_id", "receiver"])
+                         ).join(gmax, "group_id")
     a_load, b_load, x_load = F.col("giver_load"), F.col("receiver_load"), F.col("middle_load")
     swap = F.col("giver") == F.col("receiver")
     shares = F.arrays_overlap(F.col("giver_topics"),
@@ -408,11 +408,16 @@ def _chain_moves(s: DataFrame) -> DataFrame:
     best = cand.where(ok).withColumn("chain_rank", F.row_number().over(Window.partitionBy("group_id").orderBy(
         F.col("owned_gain").desc(), F.col("middle").isNotNull(), "receiver_index", "receiver_topic", "giver_index",
         "middle_topic", "middle")))
-    best = materialize(best.where("chain_rank = 1"))
-    hop1 = best.select("group_id", F.coalesce("middle_topic", "receiver_topic").alias("topic_index"), "giver",
-                       F.coalesce("middle", "receiver").alias("receiver"))
-    hop2 = best.where(F.col("middle").isNotNull()).select(
-        "group_id", F.col("receiver_topic").alias("topic_index"), F.col("middle").alias("giver"), "receiver")
+    return materialize(best.where("chain_rank = 1"))
+
+
+def _hops(chains: DataFrame) -> DataFrame:
+    """The moves of ``chains`` (:func:`_chain_moves`): ``group_id, topic_index, giver,
+    receiver``, one row per partition moved (one or two per chain)."""
+    hop1 = chains.selectExpr("group_id", "coalesce(middle_topic, receiver_topic) AS topic_index", "giver",
+                             "coalesce(middle, receiver) AS receiver")
+    hop2 = chains.where("middle IS NOT NULL").selectExpr(
+        "group_id", "receiver_topic AS topic_index", "middle AS giver", "receiver")
     return hop1.unionByName(hop2)
 
 
@@ -454,12 +459,12 @@ def _sticky_rounds(state: DataFrame, loads: DataFrame) -> DataFrame:
         if state.where(F.col("assigned_count") < F.col("owned_count")).isEmpty():  # nobody short of owned ones
             break
         s = loads if k == 0 else materialize(_with_loads(state))
-        moves = materialize(_chain_moves(s))
-        if not has_rows(moves):
+        chains = _chain_moves(s)  # stored; its moves are a projection of it, not stored again
+        if not has_rows(chains):
             break
-        changed = moves.select("group_id").distinct()
+        changed = chains.select("group_id")  # one chain per group
         settled.append(state.join(changed, "group_id", "left_anti"))
-        state = materialize(_apply_moves(s.join(changed, "group_id", "left_semi"), moves))
+        state = materialize(_apply_moves(s.join(changed, "group_id", "left_semi"), _hops(chains)))
     return union_all([*settled, state])
 
 
@@ -693,17 +698,18 @@ def _place(
     keys4 = ["group_id", "member_id", "topic", "partition"]
     counts = counts.where(F.col("count") > 0)  # a member keeps or gets nothing of the others
     subscribed = counts.select("group_id", "topic").distinct()
-    all_parts = subscribed.join(partitions.select("topic", "partition", "racks"), "topic")
+    # one_partition: joins of joins shuffle nothing in a small call (frames.one_partition)
+    all_parts = one_partition(subscribed.join(partitions.select("topic", "partition", "racks"), "topic"))
     if owned is None:  # nothing to keep
         if not rack_aware:
             return _rank_fill(all_parts.select("group_id", "topic", "partition"),
                               counts.select(*_KEYS, "member_index", F.col("count").alias("remaining")))
         owned = counts.select("group_id", "member_id", "topic", F.lit(None).cast("int").alias("partition")).where(F.lit(False))
-    own = owned.select(*keys4).join(counts.select(*_KEYS, "count"), _KEYS)
+    own = one_partition(owned.select(*keys4).join(counts.select(*_KEYS, "count"), _KEYS))
     if rack_aware:
         member_rack = members.select("group_id", "member_id", "rack")
         own = (
-            own.join(member_rack, ["group_id", "member_id"])
+            one_partition(own.join(member_rack, ["group_id", "member_id"]))
             .join(partitions.select("topic", "partition", "racks"), ["topic", "partition"])
             .withColumn("rack_local", F.col("rack").isNotNull()
                         & F.coalesce(F.array_contains("racks", F.col("rack")), F.lit(False)))
@@ -727,15 +733,16 @@ def _place(
     kept1 = own.where(F.col("rack_local") & (F.col("keep_rank") <= F.col("count"))).select(*keys4)
 
     def capacity(done: DataFrame) -> DataFrame:
-        return counts.join(done.groupBy(*_KEYS).agg(F.count("*").alias("placed_count")), _KEYS, "left").select(
+        return one_partition(counts.join(done.groupBy(*_KEYS).agg(F.count("*").alias("placed_count")), _KEYS,
+                                         "left").select(
             *_KEYS, "member_index", (F.col("count") - F.coalesce("placed_count", F.lit(0))).alias("remaining")
-        )
+        ))
 
     # 2. rack-local free partitions to members of that rack with room (per rack, rank join)
     cap1 = capacity(kept1)
-    free1 = all_parts.join(kept1, ["group_id", "topic", "partition"], "left_anti")
+    free1 = one_partition(all_parts.join(kept1, ["group_id", "topic", "partition"], "left_anti"))
     member_rack = members.select("group_id", "member_id", "rack").where(F.col("rack").isNotNull())
-    cap_r = cap1.join(member_rack, ["group_id", "member_id"])
+    cap_r = one_partition(cap1.join(member_rack, ["group_id", "member_id"]))
     free_r = free1.select("group_id", "topic", "partition", F.explode("racks").alias("rack"))
     wtr = Window.partitionBy("group_id", "topic", "rack")
     fp = free_r.withColumn("position", F.row_number().over(wtr.orderBy("partition")) - 1)
@@ -758,7 +765,7 @@ def _place(
     # 3. other owned partitions, still free, up to the remaining count
     cap2 = capacity(done)
     own3 = (
-        own.join(done, ["group_id", "topic", "partition"], "left_anti")
+        one_partition(own.join(done, ["group_id", "topic", "partition"], "left_anti"))
         .join(cap2.select(*_KEYS, "remaining"), _KEYS)
         .withColumn("owned_rank", F.row_number().over(Window.partitionBy(*_KEYS).orderBy("partition")))
         .where(F.col("owned_rank") <= F.col("remaining"))
@@ -766,7 +773,8 @@ def _place(
     )
     done = materialize(done.unionByName(own3), eager=False)
     # 4. the rest by rank join
-    free = all_parts.join(done, ["group_id", "topic", "partition"], "left_anti").select("group_id", "topic", "partition")
+    free = one_partition(all_parts.join(done, ["group_id", "topic", "partition"], "left_anti")).select(
+        "group_id", "topic", "partition")
     return done.unionByName(_rank_fill(free, capacity(done)))
 
 

@@ -68,7 +68,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from ..frames import merge_side, one_row, sql_name, union_all
+from ..frames import merge_side, one_partition, one_row, sql_name, union_all
 from ..inputs import BLOCK_BITS, owned_or_empty, partition_bit, partition_block, topic_sizes
 from ..lineage import has_rows, materialize, partitioned_by, stored_union
 from ..ordering import java_order_sql
@@ -510,11 +510,13 @@ def _rack_fill(mem: DataFrame, slots: DataFrame, unassigned: DataFrame, base_ord
     each column named in Python costs the driver three JVM round trips."""
     tp = [_G, "topic", "partition"]
     rack_members = mem.where("mrack IS NOT NULL").groupBy(_G, "mrack").count()
-    ncons = unassigned.selectExpr(*tp, "explode(racks) AS mrack").join(rack_members, [_G, "mrack"]).groupBy(
-        *tp).agg(F.expr("sum(count) AS ncons"))
+    # one_partition: joins of joins shuffle nothing in a small call (frames.one_partition)
+    ncons = one_partition(unassigned.selectExpr(*tp, "explode(racks) AS mrack").join(rack_members, [_G, "mrack"])
+                          .groupBy(*tp).agg(F.expr("sum(count) AS ncons")))
     # Kafka's order: fewest rack-local members first, then topic, partition
-    unassigned = unassigned.join(ncons, tp, "left").selectExpr(*tp, "racks", "coalesce(ncons, 0) AS ncons").selectExpr(
-        "*", f"row_number() OVER (PARTITION BY group_id ORDER BY ncons, {base_order}) - 1 AS upos")
+    unassigned = one_partition(unassigned.join(ncons, tp, "left").selectExpr(
+        *tp, "racks", "coalesce(ncons, 0) AS ncons").selectExpr(
+        "*", f"row_number() OVER (PARTITION BY group_id ORDER BY ncons, {base_order}) - 1 AS upos"))
     free_slots = slots.where("mrack IS NOT NULL")
     fs_cols = [_G, "mrack", "member_id", "pos"]
     rank = "row_number() OVER (PARTITION BY group_id, mrack ORDER BY {}) AS k".format
@@ -523,8 +525,8 @@ def _rack_fill(mem: DataFrame, slots: DataFrame, unassigned: DataFrame, base_ord
         "*", rank("upos"))
     fs = free_slots.selectExpr(*fs_cols, rank("pos"))
     placed = materialize(cand.join(fs, [_G, "mrack", "k"]).selectExpr(_G, "member_id", "pos", "topic", "partition"))
-    free_slots = free_slots.join(placed.selectExpr(_G, "pos"), [_G, "pos"], "left_anti")
-    free_parts = unassigned.where("ncons > 0").join(placed.selectExpr(*tp), tp, "left_anti")
+    free_slots = one_partition(free_slots.join(placed.selectExpr(_G, "pos"), [_G, "pos"], "left_anti"))
+    free_parts = one_partition(unassigned.where("ncons > 0").join(placed.selectExpr(*tp), tp, "left_anti"))
     for _ in range(RACK_ROUNDS):
         # the k-th rack-local candidate of each rack meets the k-th free slot on that rack;
         # a partition proposed on several racks takes its best proposal
@@ -535,12 +537,12 @@ def _rack_fill(mem: DataFrame, slots: DataFrame, unassigned: DataFrame, base_ord
             "row_number() OVER (PARTITION BY group_id, topic, partition ORDER BY k, pos) AS _best")
         prop = materialize(prop.where("_best = 1").selectExpr(_G, "member_id", "pos", "topic", "partition"))
         placed = stored_union(placed, prop)
-        free_slots = free_slots.join(prop.selectExpr(_G, "pos"), [_G, "pos"], "left_anti")
-        free_parts = free_parts.join(prop.selectExpr(*tp), tp, "left_anti")
-    rest_slots = slots.join(placed.selectExpr(_G, "pos"), [_G, "pos"], "left_anti").selectExpr(
-        _G, "member_id", "row_number() OVER (PARTITION BY group_id ORDER BY pos) AS k")
-    rest_parts = unassigned.join(placed.selectExpr(*tp), tp, "left_anti").selectExpr(
-        *tp, "row_number() OVER (PARTITION BY group_id ORDER BY upos) AS k")
+        free_slots = one_partition(free_slots.join(prop.selectExpr(_G, "pos"), [_G, "pos"], "left_anti"))
+        free_parts = one_partition(free_parts.join(prop.selectExpr(*tp), tp, "left_anti"))
+    rest_slots = one_partition(slots.join(placed.selectExpr(_G, "pos"), [_G, "pos"], "left_anti").selectExpr(
+        _G, "member_id", "row_number() OVER (PARTITION BY group_id ORDER BY pos) AS k"))
+    rest_parts = one_partition(unassigned.join(placed.selectExpr(*tp), tp, "left_anti").selectExpr(
+        *tp, "row_number() OVER (PARTITION BY group_id ORDER BY upos) AS k"))
     rest = rest_slots.join(rest_parts, [_G, "k"])
     return placed.selectExpr(_G, "member_id", "topic", "partition").unionByName(
         rest.selectExpr(_G, "member_id", "topic", "partition"))
