@@ -295,7 +295,7 @@ def _prepare(members: DataFrame, partitions: DataFrame, *, protocol_rule: str, s
     if "protocol_rule" in extra:
         assert extra_df is not None  # the columns listed in ``extra`` come from it
         rules = extra_df.groupBy(_G).agg(F.expr(f"coalesce(max(protocol_rule), {sql_string(protocol_rule)}) AS _rule"))
-        m = m.join(rules, _G)
+        m = one_partition(m.join(rules, _G))
     else:
         m = m.selectExpr("*", f"{sql_string(protocol_rule)} AS _rule")
     if strategy is not None:
@@ -307,7 +307,7 @@ def _prepare(members: DataFrame, partitions: DataFrame, *, protocol_rule: str, s
     else:
         # each member's protocol under its group's rule, and the group's (one join, one window)
         member_proto, group_proto = protocol_columns("_rule")
-        m = m.join(select_assignor(m, validate=False), _G).selectExpr(
+        m = one_partition(m.join(select_assignor(m, validate=False), _G)).selectExpr(
             "*", f"{member_proto} AS _proto", f"{group_proto} AS _gproto")
     # under EAGER every member gave up everything before the assignment, so no partition
     # is still held by another member: cooperative-sticky assigns like sticky (the

@@ -26,7 +26,7 @@ from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
 from ..frames import GROUP as _G
-from ..frames import per_group, sql_name, union_all
+from ..frames import one_partition, per_group, sql_name, union_all
 from ..inputs import owned_or_empty
 from ..lineage import in_small_call, materialize_state
 from ..rebalance import rebalance
@@ -155,25 +155,27 @@ def _carry_ownership(state: ReplayState, step: Step, dep_kinds: DataFrame,
     Returns ``(owned now, departed, released)``, lazy plans over the stored state (the
     departed partitions stored by their first reader)."""
     sk, roster = step.groups, step.roster
-    ok = state.owned.join(per_group(sk.selectExpr(_G)), _G, "left_semi")
+    # one_partition: in a small replay, joins of joins shuffle nothing (frames.one_partition)
+    ok = one_partition(state.owned.join(per_group(sk.selectExpr(_G)), _G, "left_semi"))
     in_roster = roster.selectExpr(_G, "member_id")
     stay = ok.join(in_roster, [_G, "member_id"], "left_semi")
-    gone = ok.join(in_roster, [_G, "member_id"], "left_anti")
+    gone = one_partition(ok.join(in_roster, [_G, "member_id"], "left_anti"))
     heirs = roster.where("group_instance_id IS NOT NULL").selectExpr(
         _G, "member_id AS _heir", "group_instance_id AS _hiid")
-    inherited = gone.join(heirs, [_G]).where("group_instance_id = _hiid").selectExpr(
-        _G, "_heir AS member_id", "_hiid AS group_instance_id", "topic", "partition")
-    departed = gone.join(inherited.selectExpr(_G, "topic", "partition"), [_G, "topic", "partition"], "left_anti")
+    inherited = one_partition(gone.join(heirs, [_G]).where("group_instance_id = _hiid").selectExpr(
+        _G, "_heir AS member_id", "_hiid AS group_instance_id", "topic", "partition"))
+    departed = one_partition(gone.join(inherited.selectExpr(_G, "topic", "partition"), [_G, "topic", "partition"],
+                                       "left_anti"))
     departed = departed.join(dep_kinds.where(f"step = {int(step.k)}").drop("step"), [_G, "member_id"], "left")
     # read by the held state, the flags and the rebalance: stored by the first of them
     departed = materialize_state(departed, eager=False)
     # delayed resolution: returns take their partitions back, deadlines release them
     at_delay = per_group(sk.selectExpr(_G, "at", "_delay"))
-    hk = state.held.join(at_delay, _G)
+    hk = one_partition(state.held.join(at_delay, _G))
     back = hk.join(roster.selectExpr(_G, "member_id AS _rm", "group_instance_id AS _riid"), [_G]).where(
         "_rm = member_id OR _riid = group_instance_id")
-    back = back.selectExpr(_G, "_rm AS member_id", "_riid AS group_instance_id", "topic", "partition").dropDuplicates(
-        [_G, "topic", "partition"])
+    back = one_partition(back.selectExpr(_G, "_rm AS member_id", "_riid AS group_instance_id", "topic", "partition")
+                         .dropDuplicates([_G, "topic", "partition"]))
     hk_rest = hk.join(back.selectExpr(_G, "topic", "partition"), [_G, "topic", "partition"], "left_anti")
     released = hk_rest.where("deadline <= at")
     if any_delay:
@@ -227,8 +229,8 @@ def _rebalance_step(state: ReplayState, step: Step, flags: DataFrame, rb_groups:
         last.selectExpr(_G, "_l.generation AS generation", "_l.protocol AS protocol")))
     # a consumer group's hand-over comes one heartbeat after its group epoch
     at = "at + CASE WHEN _gp = 'consumer' THEN (round - 1) * _hb ELSE 0 END"
-    _add_step_output(out, "generations", r.summary.join(
-        per_group(flags.selectExpr(_G, "at", "step", "kinds", "_gp", "_hb")), _G).selectExpr(
+    _add_step_output(out, "generations", one_partition(r.summary.join(
+        per_group(flags.selectExpr(_G, "at", "step", "kinds", "_gp", "_hb")), _G)).selectExpr(
         _G, "generation", "round", "step", f"timestamp_millis({at}) AS at", "kinds AS event_kinds",
         "assignor AS strategy", "protocol", "members", "assigned", "pending + unavailable AS unassigned", "moved",
         "revoked", "lost"))
@@ -281,14 +283,16 @@ def _members_for(roster: DataFrame, owned: DataFrame, group_state: DataFrame, fl
 def _step_stats(flags: DataFrame, roster: DataFrame, meta: DataFrame, owned: DataFrame) -> DataFrame:
     """Per group of the step: its partitions, the unassigned ones and the idle ones
     (owned by members away: crashed, or left statically, not yet expired)."""
-    subs = roster.selectExpr(_G, "explode(topics) AS topic").distinct().join(meta, [_G, "topic"])
+    # one_partition: in a small replay, joins of joins shuffle nothing (frames.one_partition)
+    subs = one_partition(roster.selectExpr(_G, "explode(topics) AS topic").distinct().join(meta, [_G, "topic"]))
     total = subs.groupBy(_G).agg(F.expr("sum(partitions) AS _total"))
-    o = owned.join(per_group(flags.selectExpr(_G)), _G, "left_semi").join(
-        subs.selectExpr(_G, "topic"), [_G, "topic"], "left_semi")
+    o = one_partition(one_partition(owned.join(per_group(flags.selectExpr(_G)), _G, "left_semi")).join(
+        subs.selectExpr(_G, "topic"), [_G, "topic"], "left_semi"))
     away = roster.where("status = 'away'").selectExpr(_G, "member_id")
     cnt = o.groupBy(_G).agg(F.expr("count(*) AS _owned"))
-    idle = o.join(away, [_G, "member_id"], "left_semi").groupBy(_G).agg(F.expr("count(*) AS _idle"))
-    return flags.join(total, _G, "left").join(cnt, _G, "left").join(idle, _G, "left").selectExpr(
+    idle = one_partition(o.join(away, [_G, "member_id"], "left_semi")).groupBy(_G).agg(F.expr("count(*) AS _idle"))
+    joined = one_partition(one_partition(flags.join(total, _G, "left")).join(cnt, _G, "left"))
+    return joined.join(idle, _G, "left").selectExpr(
         _G, "step", "at", "kinds", "rebalanced",
         "CAST(coalesce(_total, 0) AS BIGINT) AS partitions",
         "CAST(coalesce(_total, 0) - coalesce(_owned, 0) AS BIGINT) AS unassigned",
