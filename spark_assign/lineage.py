@@ -36,9 +36,10 @@ checkpoint's plan is an opaque scan of unknown size, so every join over one shuf
 both sides, and on small inputs those shuffle stages are most of a call's time. Each
 local relation is one partition (``coalesce(1)``, no shuffle): Spark's planner knows a
 single partition already holds every key, so aggregations and windows over local
-relations add no shuffle stage either, nor do joins of two of them while their estimated
-sizes stay under ``spark.sql.maxSinglePartitionBytes`` (a join's estimate is the product
-of its sides'; BENCHMARKS.md has the job counts). An entry
+relations add no shuffle stage either, nor do joins of two of them. A join's result, or a
+union's, is not planned as one partition: a join that reads it shuffles both its sides,
+unless the result is put into one partition first (:func:`~spark_assign.frames.one_partition`;
+BENCHMARKS.md has the stage counts). An entry
 point (:func:`small_call_scope`) decides once per call, from a bound on its sizes (a
 threshold's estimate, not a guarantee); a call inside another keeps the outer call's
 choice. What a call stores before it decides, and the outputs it accumulates step by
