@@ -250,15 +250,16 @@ class HistoryWriter(HistoryReader):
 
         It holds the history's commit lock (``locked``: the caller holds it already), so it
         never looks at a table another writer is creating: a first commit's files land in
-        the table folder a moment before its Delta log does."""
-        if not locked:
-            with history_lock(self.lock_root()):
+        the table folder a moment before its Delta log does. A history whose folder does not
+        exist yet is checked without the lock, which would create the folder."""
+        root = self.lock_root()
+        if root is not None and os.path.exists(root) and not os.path.isdir(root):
+            raise HistoryError(f"history {self.location!r} is a file: expected a folder of Delta tables")
+        if not locked and root is not None and os.path.isdir(root):
+            with history_lock(root):
                 self.check_writable(locked=True)
             return
-        root = self.lock_root()
-        if root is not None and os.path.exists(root):
-            if not os.path.isdir(root):
-                raise HistoryError(f"history {self.location!r} is a file: expected a folder of Delta tables")
+        if root is not None and os.path.isdir(root):
             if os.path.isdir(os.path.join(root, "_delta_log")):
                 raise HistoryError(f"history {self.location!r} is a Delta table itself: expected the folder that "
                                    f"holds its tables {sorted(self.stores)}")

@@ -53,6 +53,10 @@ def prepare_history(kind: str | None, folder: Path, recorded: Path) -> Path:
     """The history a case records into (see the table's header)."""
     if kind is None:
         return folder
+    if kind == "a_file":
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        folder.write_text("not a history\n")
+        return folder
     if kind == "not_delta":
         (folder / "generations").mkdir(parents=True)
         (folder / "generations" / "notes.csv").write_text("group_id,generation\ng,1\n")
