@@ -15,7 +15,14 @@ from .inputs import (
     normalize_partitions,
     validate_inputs,
 )
-from .lineage import explains_lost_executors, in_small_call, materialize, small_call_scope, small_call_undecided
+from .lineage import (
+    explains_lost_executors,
+    in_small_call,
+    materialize,
+    small_call_result,
+    small_call_scope,
+    small_call_undecided,
+)
 from .options import check_options
 from .small_inputs import decide_small_inputs
 
@@ -36,6 +43,11 @@ STRATEGIES: dict[str, tuple[str, str]] = {
 #: the strategies that read the partitions' topic sizes (``topic_sizes=``): validation
 #: builds them for these only
 SIZED_STRATEGIES = frozenset({"sticky", "cooperative-sticky", "uniform"})
+
+#: the strategies whose result plans join what a small call stored: a small call of one stores
+#: its result before returning it (:func:`~spark_assign.lineage.small_call_result`). Range and
+#: roundrobin's plans read once as they are (a job fewer: 0.37-0.49 s against 0.42-0.54 s a call)
+STORED_SMALL_RESULTS = frozenset({"sticky", "cooperative-sticky", "lag-aware", "uniform"})
 
 #: the rebalance protocols a group can run: ``classic`` (JoinGroup/SyncGroup, the
 #: group leader's client assignor) or ``consumer`` (KIP-848: the broker's assignor)
@@ -154,7 +166,8 @@ def assign(
     at every step. A validated call whose inputs are small (``spark.assign.smallCallRows``,
     :mod:`spark_assign.lineage`) keeps its inputs and what it materializes on the driver and
     runs interpreted: a limited read of each input, before anything else, decides it
-    (:func:`~spark_assign.small_inputs.decide_small_inputs`). Strategy options (``rack_aware=``, ...) are the ones the strategy
+    (:func:`~spark_assign.small_inputs.decide_small_inputs`); its result, but range's and
+    roundrobin's, comes back stored (:func:`~spark_assign.lineage.small_call_result`). Strategy options (``rack_aware=``, ...) are the ones the strategy
     declares (:mod:`spark_assign.options`); an unknown or ill-typed one raises
     :class:`~spark_assign.errors.InvalidOptionError`.
 
@@ -184,5 +197,5 @@ def assign(
         m, p = materialize(m, eager=False), materialize(p, eager=False)
     # the validated partitions' per-topic sizes: strategies that need them reuse them
     sizes = validate_inputs(m, p, sizes=canonical in SIZED_STRATEGIES) if validate else None
-    result = fn(m, p, lags=lags, validate=validate, topic_sizes=sizes, **options)
-    return result.select(*ASSIGNMENT_COLUMNS)
+    result = fn(m, p, lags=lags, validate=validate, topic_sizes=sizes, **options).select(*ASSIGNMENT_COLUMNS)
+    return small_call_result(result) if canonical in STORED_SMALL_RESULTS else result

@@ -87,6 +87,20 @@ def per_group(df: DataFrame) -> DataFrame:
     return df if in_small_call() else F.broadcast(df)
 
 
+def join_small(df: DataFrame, small: DataFrame, on: str | list[str], how: str = "inner") -> DataFrame:
+    """``df.join(small, on, how)``, ``small`` being a few rows per group, member or topic.
+    Outside a small call (:func:`~spark_assign.lineage.in_small_call`) ``small`` is hinted
+    for broadcast: ``df`` is not shuffled for it. In a small call it is not (a broadcast is
+    a Spark job of its own, and both sides are one partition: the join shuffles nothing),
+    and the result is put into one partition (:func:`one_partition`) for the joins that read it.
+
+    >>> mem = join_small(members, ranks, ["group_id", "member_id"])  # doctest: +SKIP
+    """
+    if in_small_call():
+        return df.join(small, on, how).coalesce(1)
+    return df.join(F.broadcast(small), on, how)
+
+
 def merge_side(df: DataFrame) -> DataFrame:
     """``df`` as a side of a join in a plan a strategy returns: in a small call
     (:func:`~spark_assign.lineage.in_small_call`), hinted for a sort-merge join; unchanged
@@ -94,8 +108,10 @@ def merge_side(df: DataFrame) -> DataFrame:
     nothing; but the caller runs the returned plan after the call has given the session's
     settings back, when Spark's automatic broadcast would make the join's small side a job
     of its own (one job more per call: 5-30 ms, warm). The hint holds under any settings.
+    For range and roundrobin, whose plans join once; the other strategies' small calls store
+    their results instead (:func:`~spark_assign.lineage.small_call_result`).
 
-    >>> slots.join(merge_side(unassigned), [GROUP, "pos"])  # doctest: +SKIP
+    >>> members.join(merge_side(metadata), "topic")  # doctest: +SKIP
     """
     return df.hint("merge") if in_small_call() else df
 

@@ -112,6 +112,10 @@ SMALL_CALL_SETTINGS = {
 #: the session whose settings the small call in progress applied (to give back when the
 #: scope that decided ends)
 _RESTORE: ContextVar[SparkSession | None] = ContextVar("spark_assign_small_call_restore", default=None)
+#: how many :func:`small_call_scope` calls are running, one inside the other, and at which of
+#: those depths the small call in progress applied its settings (-1: none did)
+_DEPTH: ContextVar[int] = ContextVar("spark_assign_small_call_depth", default=0)
+_SETTINGS_DEPTH: ContextVar[int] = ContextVar("spark_assign_small_call_settings_depth", default=-1)
 #: per session (by id) in a small call, across threads: how many small calls run, and the
 #: session's own values of the settings they changed (None: unset)
 _APPLIED: dict[int, tuple[int, dict[str, str | None]]] = {}
@@ -262,23 +266,47 @@ def stored_rows(df: DataFrame) -> Any:
     return _STORED_ROWS.get(df)
 
 
-def has_rows(df: DataFrame, *, not_null: str | None = None, true: str | None = None) -> bool:
-    """Whether ``df`` has a row (one whose column ``not_null`` is not null, or whose boolean
-    column ``true`` is true, if given): read off a small call's stored rows
-    (:func:`stored_rows`) with no Spark action, else one ``isEmpty`` action.
+def stored_select(df: DataFrame, *cols: str) -> DataFrame:
+    """``df.select(*cols)`` (column names only), whose rows stay readable with
+    :func:`stored_rows` when ``df``'s are: for a projection of a frame a small call
+    stored, read on the driver for a flag (:func:`has_rows`) without a Spark action.
+
+    >>> state = stored_select(materialize(rows), "group_id", "member_id")  # doctest: +SKIP
+    """
+    out = df.select(*cols)
+    rows = stored_rows(df)
+    if rows is not None:
+        _STORED_ROWS[out] = rows.select(list(cols))
+    return out
+
+
+def has_rows(df: DataFrame, *, not_null: str | None = None, true: str | None = None,
+             greater: tuple[str, str] | None = None) -> bool:
+    """Whether ``df`` has a row (one whose column ``not_null`` is not null, whose boolean
+    column ``true`` is true, or whose column ``greater[0]`` is greater than its column
+    ``greater[1]``, if given): read off a small call's stored rows (:func:`stored_rows`)
+    with no Spark action, else one ``isEmpty`` action.
 
     >>> has_rows(spark.range(0)), has_rows(spark.sql("SELECT NULL AS key"), not_null="key")  # doctest: +SKIP
     (False, False)
     >>> has_rows(spark.sql("SELECT false AS moved"), true="moved")  # doctest: +SKIP
     False
+    >>> has_rows(spark.sql("SELECT 3 AS load, 2 AS target"), greater=("load", "target"))  # doctest: +SKIP
+    True
     """
     rows = stored_rows(df)
     if rows is not None:
         if true:
             return True in rows.column(true).to_pylist()
+        if greater:
+            import pyarrow.compute as pc
+
+            return bool(pc.any(pc.greater(rows.column(greater[0]), rows.column(greater[1]))).as_py())
         return rows.num_rows > (rows.column(not_null).null_count if not_null else 0)
     if true:
         df = df.where(df[true])
+    elif greater:
+        df = df.where(df[greater[0]] > df[greater[1]])
     elif not_null:
         df = df.where(df[not_null].isNotNull())
     return not df.isEmpty()
@@ -320,19 +348,40 @@ def small_call_scope(fn: _F) -> _F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         undecided = _CALL.get() in (_OUTSIDE, _OPEN)
         token = _CALL.set(_OPEN if _CALL.get() == _OUTSIDE else _CALL.get())
+        depth = _DEPTH.set(_DEPTH.get() + 1)
         # a decision taken in this call ends with it, and so do the settings it applied
-        restore = _RESTORE.set(None) if undecided else None
+        restore = (_RESTORE.set(None), _SETTINGS_DEPTH.set(-1)) if undecided else None
         try:
             return fn(*args, **kwargs)
         finally:
             try:
                 if restore is not None:
                     _restore_settings()
-                    _RESTORE.reset(restore)
+                    _RESTORE.reset(restore[0])
+                    _SETTINGS_DEPTH.reset(restore[1])
             finally:
+                _DEPTH.reset(depth)
                 _CALL.reset(token)
 
     return wrapper  # type: ignore[return-value]
+
+
+def small_call_result(df: DataFrame) -> DataFrame:
+    """``df``, a result an entry point returns, stored (:func:`local_relation`) when the
+    entry point running is the small call that applied :data:`SMALL_CALL_SETTINGS`: its
+    caller reads it after the session's settings are back, and its plan was built for the
+    small call's. Read under the session's settings, Spark broadcasts its joins of
+    one-partition relations (a job each), shuffles where an optimizer rule the call
+    excluded moves a join, and generates code for it: for the sample's mixed group,
+    ``assign(..., "sticky")`` took 6 Spark jobs for its caller's one read, 2 stored
+    (BENCHMARKS.md). Unchanged otherwise: a call inside another one returns its plan to a
+    caller that reads it under the small call's settings.
+
+    >>> return small_call_result(result)  # doctest: +SKIP
+    """
+    if _RESTORE.get() is not None and _SETTINGS_DEPTH.get() == _DEPTH.get():
+        return local_relation(df)
+    return df
 
 
 def small_call_undecided(spark: SparkSession) -> bool:
@@ -394,6 +443,7 @@ def _apply_small_call_settings(spark: SparkSession) -> None:
                 previous[key] = before
         _APPLIED[id(spark)] = (calls + 1, previous)
     _RESTORE.set(spark)
+    _SETTINGS_DEPTH.set(_DEPTH.get())
 
 
 def _restore_settings() -> None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from .frames import join_small
 from .inputs import owned_claims, subscriptions
 from .ordering import java_order_sql
 
@@ -134,12 +135,13 @@ def partition_claims(members: DataFrame, partitions: DataFrame, *, subscribed_on
     claims = claims.join(partitions.selectExpr("topic", "partition"), ["topic", "partition"], "left_semi")
     out = claim_outcome()
     agg = claims.groupBy("group_id", "topic", "partition").agg(*map(F.expr, claim_aggregates("generation", "m_rank")))
-    names = F.broadcast(ranked.selectExpr("group_id", "member_id", "m_rank"))
-    return agg.selectExpr(
+    names = ranked.selectExpr("group_id", "member_id", "m_rank")
+    outcome = agg.selectExpr(
         "group_id", "topic", "partition", f"{out['holder']} AS m_rank", f"{out['co_holder']} AS _co",
-        f"{out['generation']} AS generation", f"{out['contested']} AS contested",
-    ).join(names, ["group_id", "m_rank"]).join(
-        names.selectExpr("group_id", "m_rank AS _co", "member_id AS co_holder"), ["group_id", "_co"]).selectExpr(
+        f"{out['generation']} AS generation", f"{out['contested']} AS contested")
+    return join_small(join_small(outcome, names, ["group_id", "m_rank"]),
+                      names.selectExpr("group_id", "m_rank AS _co", "member_id AS co_holder"), ["group_id", "_co"]
+                      ).selectExpr(
         "group_id", "topic", "partition", "member_id", "co_holder", "generation", "contested")
 
 

@@ -44,7 +44,7 @@ from .assign import GROUP_PROTOCOLS, strategy_name
 from .errors import AssignmentPropertyError, InvalidOptionError, raise_if_rows
 from .frames import GROUP as _G
 from .frames import TP as _TP
-from .frames import one_partition, owned_lists, sql_name, sql_string, union_all
+from .frames import join_small, one_partition, owned_lists, sql_name, sql_string, union_all
 from .inputs import (
     MEMBER_COLUMNS,
     ignored_claims,
@@ -338,8 +338,8 @@ def _prepare(members: DataFrame, partitions: DataFrame, *, protocol_rule: str, s
         first_owner = first_owner.unionByName(
             departed.selectExpr(*first).join(first_owner.selectExpr(_G, *_TP), [_G, *_TP], "left_anti"))
     if rejoined is not None:  # the owners are the latest generation's: the member id each held them under there
-        first_owner = first_owner.join(F.broadcast(rejoined.selectExpr(
-            _G, "member_id AS _first", "previous_member_id AS _first_id")), [_G, "_first"], "left")
+        first_owner = join_small(first_owner, rejoined.selectExpr(
+            _G, "member_id AS _first", "previous_member_id AS _first_id"), [_G, "_first"], "left")
     # per topic: the partitions this rebalance hands out, and the ones held out of it
     sizes = full_p.groupBy("topic").agg(F.expr("count(*) AS _all"))
     if unavailable is not None:

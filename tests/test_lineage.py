@@ -25,6 +25,7 @@ from spark_assign.lineage import (
     small_call_scope,
     small_call_undecided,
     stored_rows,
+    stored_select,
 )
 
 
@@ -165,10 +166,11 @@ def test_a_small_call_runs_under_its_settings_and_gives_the_session_back(spark):
 
 
 def test_has_rows_reads_a_small_calls_stored_rows_without_a_job(spark):
-    """has_rows, with or without a column that must not be null or true: off the stored rows of
-    a small call's frame with no Spark job, and with one action on any other frame, the same answers."""
-    df = spark.createDataFrame([("g", 1, None, False, None), ("g", 2, None, True, None)],
-                               "group_id string, n int, key string, moved boolean, unknown boolean")
+    """has_rows, with or without a column that must not be null or true, or greater than
+    another: off the stored rows of a small call's frame, and of a projection of one
+    (stored_select), with no Spark job, and with one action on any other frame, the same answers."""
+    df = spark.createDataFrame([("g", 1, None, False, None, 1), ("g", 2, None, True, None, 3)],
+                               "group_id string, n int, key string, moved boolean, unknown boolean, m int")
     tracker = spark.sparkContext.statusTracker()
 
     @small_call_scope
@@ -177,11 +179,16 @@ def test_has_rows_reads_a_small_calls_stored_rows_without_a_job(spark):
         return materialize(df), materialize(df.limit(0))
 
     rows, none = stored()
+    projected = stored_select(rows, "n", "key", "moved", "unknown", "m")
     before = max(tracker.getJobIdsForGroup(None), default=-1)
-    asks = [{}, {"not_null": "key"}, {"not_null": "n"}, {"true": "moved"}, {"true": "unknown"}]
+    asks = [{}, {"not_null": "key"}, {"not_null": "n"}, {"true": "moved"}, {"true": "unknown"},
+            {"greater": ("n", "m")}, {"greater": ("m", "n")}, {"greater": ("m", "m")}]
     answers = [has_rows(rows, **ask) for ask in asks] + [has_rows(none), has_rows(none, true="moved")]
+    assert [has_rows(projected, **ask) for ask in asks] == answers[:len(asks)]
     assert max(tracker.getJobIdsForGroup(None), default=-1) == before  # read on the driver
-    assert answers == [True, False, True, True, False, False, False]
+    assert answers == [True, False, True, True, False, False, True, False, False, False]
+    assert stored_rows(projected).column_names == ["n", "key", "moved", "unknown", "m"]
+    assert stored_select(df, "n").columns == ["n"] and stored_rows(stored_select(df, "n")) is None
     assert [has_rows(df, **ask) for ask in asks] + [has_rows(df.limit(0)), has_rows(df.limit(0), true="moved")] == answers
 
 
@@ -477,29 +484,46 @@ def test_a_small_calls_driver_rows_pass_exactly_what_the_spark_checks_pass(spark
 
 def test_a_small_calls_result_runs_as_one_job_under_the_sessions_settings(spark):
     """A small call's result is run by its caller after the call has given the session's
-    settings back (automatic broadcasts on): the last join of range, roundrobin, sticky and
-    cooperative-sticky (a clean group, no racks) is hinted, so that running the result is one
-    Spark job, with no broadcast; the rows are those of a new call run with broadcasts off."""
+    settings back (automatic broadcasts on). Range's and roundrobin's last join is hinted and
+    their plans are returned as they are; the sticky family's, lag-aware's and uniform's plans
+    join what the call stored, so the call stores its result (small_call_result). Either way
+    running the result is one Spark job of one stage, with no broadcast, for a clean group and
+    for a group of mixed subscriptions; the rows are those of a new call run with broadcasts
+    off. A call inside another small call returns its plan unstored (the outer call reads it
+    under the small call's settings)."""
     from spark_assign import assign
 
+    owned = "owned array<struct<topic:string,partition:int>>"
     members = spark.createDataFrame(
-        [("g", f"c{i}", ["t0", "t1"], [("t0", i), ("t1", i)], 1) for i in range(4)] + [("g", "c9", ["t0", "t1"], [], 1)],
-        "group_id string, member_id string, topics array<string>, "
-        "owned array<struct<topic:string,partition:int>>, generation int")
+        [("g", f"c{i}", ["t0", "t1"], [("t0", i), ("t1", i)], 1) for i in range(4)] + [("g", "c9", ["t0", "t1"], [], 1)]
+        + [("mixed", "a", ["t0"], [("t0", 0)], 1), ("mixed", "b", ["t0", "t1"], [("t1", 0)], 1),
+           ("mixed", "c", ["t1"], [], 1)],
+        f"group_id string, member_id string, topics array<string>, {owned}, generation int")
     partitions = spark.createDataFrame([(t, p) for t in ("t0", "t1") for p in range(10)], "topic string, partition int")
     assert spark.conf.get("spark.sql.autoBroadcastJoinThreshold") != "-1"
-    for strategy in ("range", "roundrobin", "sticky", "cooperative-sticky"):
+    everything = sorted((g, t, p) for g in ("g", "mixed") for t in ("t0", "t1") for p in range(10))
+    for strategy in ("range", "roundrobin", "sticky", "cooperative-sticky", "lag-aware"):
         result = assign(members, partitions, strategy)
+        assert (stored_rows(result) is None) == (strategy in ("range", "roundrobin")), strategy
         assert "Broadcast" not in _plan(result), strategy
         rows, stages = _stages_per_job(spark, lambda: sorted(result.collect()))
-        assert len(stages) == 1, strategy  # one job
+        assert stages == [1], strategy  # one job of one stage
         # every partition once, and the same rows as a new call's plan with broadcasts off
-        assert sorted((r.topic, r.partition) for r in rows) == sorted((t, p) for t in ("t0", "t1") for p in range(10))
+        assert sorted((r.group_id, r.topic, r.partition) for r in rows) == everything, strategy
         spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
         try:
             assert sorted(assign(members, partitions, strategy).collect()) == rows, strategy
         finally:
             spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
+
+    @small_call_scope
+    def outer():
+        decide_small_call(spark, lambda: 1)
+        inner = assign(members, partitions, "sticky")
+        return stored_rows(inner), sorted(inner.collect())
+
+    inner_rows, inner_result = outer()
+    assert inner_rows is None and inner_result == sorted(assign(members, partitions, "sticky").collect())
 
 
 @pytest.mark.connect

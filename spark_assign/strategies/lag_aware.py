@@ -67,7 +67,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from ..errors import InvalidOptionError
-from ..frames import let
+from ..frames import let, one_partition
 from ..inputs import subscriptions
 from ..lags import partition_lags
 from ..ordering import java_order
@@ -183,42 +183,47 @@ def _core(members: DataFrame, partitions: DataFrame, lag: DataFrame | None, *, b
     """The lag-aware assignment; ``kept_from``: resolved owned claims to keep (sticky)."""
     unit = F.col("topic") if balance == "topic" else F.lit("")
     topics_meta = partitions.select("topic").distinct()
-    subs = subscriptions(members).join(topics_meta, "topic", "left_semi").withColumn("unit", unit)
+    # one_partition: in a small call, joins that read joins shuffle nothing (frames.one_partition)
+    subs = one_partition(subscriptions(members).join(topics_meta, "topic", "left_semi")).withColumn("unit", unit)
     um = subs.select("group_id", "unit", "member_id").distinct().withColumn(
         "u", (F.row_number().over(Window.partitionBy("group_id", "unit").orderBy(
             java_order("member_id"), "member_id")) - 1).cast("int"))
     key = F.xxhash64("group_id", "member_id", "topic") if tie_break == "hash" else F.lit(0).cast("bigint")
-    subs_u = subs.join(um, ["group_id", "unit", "member_id"]).withColumn("hkey", key)
-    gt = subs.select("group_id", "unit", "topic").distinct().join(partitions.select("topic", "partition"), "topic")
+    subs_u = one_partition(subs.join(um, ["group_id", "unit", "member_id"])).withColumn("hkey", key)
+    gt = one_partition(subs.select("group_id", "unit", "topic").distinct().join(partitions.select("topic", "partition"),
+                                                                               "topic"))
     if lag is not None:
-        gt = gt.join(lag.select("group_id", "topic", "partition", "lag"), ["group_id", "topic", "partition"], "left")
+        gt = one_partition(gt.join(lag.select("group_id", "topic", "partition", "lag"), ["group_id", "topic", "partition"],
+                                   "left"))
     else:
         gt = gt.withColumn("lag", F.lit(None).cast("bigint"))
     gt = gt.withColumn("lag", F.coalesce("lag", F.lit(0)).cast("bigint"))
 
     if kept_from is not None:
         wt = Window.partitionBy("group_id", "topic")
-        owned = kept_from.select("group_id", "member_id", "topic", "partition").join(
-            gt, ["group_id", "topic", "partition"])
+        owned = one_partition(kept_from.select("group_id", "member_id", "topic", "partition").join(
+            gt, ["group_id", "topic", "partition"]))
         ocount = owned.groupBy("group_id", "topic", "member_id").agg(F.count("*").alias("owned_count"))
         quotas = (
-            subs_u.join(ocount, ["group_id", "topic", "member_id"], "left")
+            one_partition(subs_u.join(ocount, ["group_id", "topic", "member_id"], "left"))
             .withColumn("owned_count", F.coalesce("owned_count", F.lit(0)))
             .withColumn("n", F.count("*").over(wt))
-            .join(gt.groupBy("group_id", "topic").agg(F.count("*").alias("P")), ["group_id", "topic"])
+            .transform(lambda q: one_partition(q.join(gt.groupBy("group_id", "topic").agg(F.count("*").alias("P")),
+                                                      ["group_id", "topic"])))
             .withColumn("rank", F.row_number().over(wt.orderBy(F.desc("owned_count"), "u")) - 1)
             .withColumn("limit", quota_for_rank(F.col("P"), F.col("n"), F.col("rank")))
             .select("group_id", "topic", "member_id", "limit")
         )
         kept = (
-            owned.join(quotas, ["group_id", "topic", "member_id"])
+            one_partition(owned.join(quotas, ["group_id", "topic", "member_id"]))
             .withColumn("k", F.row_number().over(Window.partitionBy("group_id", "topic", "member_id")
                                                   .orderBy(F.desc("lag"), "partition")))
             .where(F.col("k") <= F.col("limit"))
             .join(um, ["group_id", "unit", "member_id"])
             .select("group_id", "unit", "topic", "member_id", "u", "partition", "lag")
+            .transform(one_partition)
         )
-        remaining = gt.join(kept, ["group_id", "topic", "partition"], "left_anti")
+        remaining = one_partition(gt.join(kept, ["group_id", "topic", "partition"], "left_anti"))
     else:
         kept = None
         remaining = gt
@@ -228,7 +233,7 @@ def _core(members: DataFrame, partitions: DataFrame, lag: DataFrame | None, *, b
     if kept is not None:
         kagg = kept.groupBy("group_id", "topic", "u").agg(
             F.count("*").cast("int").alias("kcnt"), F.sum("lag").cast("bigint").alias("klag"))
-        sub_rows = sub_rows.join(kagg, ["group_id", "topic", "u"], "left")
+        sub_rows = one_partition(sub_rows.join(kagg, ["group_id", "topic", "u"], "left"))
     else:
         sub_rows = sub_rows.withColumn("kcnt", F.lit(None).cast("int")).withColumn("klag", F.lit(None).cast("bigint"))
     sub_rows = sub_rows.withColumn("kcnt", F.coalesce("kcnt", F.lit(0))).withColumn(
@@ -240,7 +245,7 @@ def _core(members: DataFrame, partitions: DataFrame, lag: DataFrame | None, *, b
     use_step = method == "step" or (method == "auto" and (max_skew > 0 or kept is not None))
     wu = Window.partitionBy("group_id", "unit").orderBy(java_order("topic"), "topic")
     trows = (
-        sa.join(rp, ["group_id", "unit", "topic"])
+        one_partition(sa.join(rp, ["group_id", "unit", "topic"]))
         .withColumn("n", F.size("sa"))
         .withColumn("np", F.size("rp"))
         .withColumn("S", F.col("np") if use_step else F.ceil(F.col("np") / F.col("n")).cast("int"))
@@ -262,7 +267,7 @@ def _core(members: DataFrame, partitions: DataFrame, lag: DataFrame | None, *, b
     start = sub_rows.groupBy("group_id", "unit", "u").agg(F.sum("klag").cast("bigint").alias("t0"))
     dense0 = start.groupBy("group_id", "unit").agg(
         F.transform(F.array_sort(F.collect_list(F.struct("u", "t0"))), lambda x: x["t0"]).alias("dense0"))
-    units = units.join(dense0, ["group_id", "unit"])
+    units = one_partition(units.join(dense0, ["group_id", "unit"]))
     steps = F.flatten(F.transform("topics", lambda x, i: F.transform(
         F.sequence(F.lit(0), x["S"] - 1), lambda w: F.struct(i.cast("int").alias("ti"), w.cast("int").alias("w")))))
     step_fn = _single_step(F.col("topics"), max_skew) if use_step else _wave_step(F.col("topics"))
@@ -275,6 +280,7 @@ def _core(members: DataFrame, partitions: DataFrame, lag: DataFrame | None, *, b
         .select("group_id", "unit", "topic", (F.col("off") + F.col("pos")).alias("gpos"),
                 F.col("x.partition").alias("partition"))
         .join(scanned, ["group_id", "unit", "gpos"])
+        .transform(one_partition)
         .join(um, ["group_id", "unit", "u"])
         .select("group_id", "member_id", "topic", "partition")
     )

@@ -27,7 +27,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from ..frames import one_row, sql_name
+from ..frames import join_small, one_row, sql_name
 from ..inputs import ASSIGNMENT_COLUMNS
 from ..inputs import topic_sizes as count_topic_sizes
 from ..lineage import materialize, stored_rows
@@ -83,7 +83,7 @@ def split_uniform(members: DataFrame, kinds: DataFrame | None = None) -> tuple[D
     """
     kinds = _group_kinds(members) if kinds is None else kinds
     # one flag per group, joined back: the member rows keep their partitioning
-    flagged = members.join(F.broadcast(kinds.selectExpr(_G, "_uniform")), _G)
+    flagged = join_small(members, kinds.selectExpr(_G, "_uniform"), _G)
     cols = [sql_name(c) for c in members.columns]
     return flagged.where("_uniform").selectExpr(*cols), flagged.where("NOT _uniform").selectExpr(*cols)
 
@@ -141,7 +141,7 @@ def sticky_assignment(
         # holder is free to take, so nothing is withheld)
         holders = partition_claims(general, partitions, subscribed_only=False)
         if isinstance(cooperative, DataFrame):
-            holders = holders.join(F.broadcast(cooperative.select(_G).distinct()), _G, "left_semi")
+            holders = join_small(holders, cooperative.select(_G).distinct(), _G, "left_semi")
         other = without_transfers(other, holders)
     other = other.select(*ASSIGNMENT_COLUMNS)
     return other if result is None else result.unionByName(other)

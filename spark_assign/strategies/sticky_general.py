@@ -74,7 +74,7 @@ from pyspark.sql import functions as F
 from ..errors import AssignmentPropertyError, raise_if_rows
 from ..frames import one_partition, union_all
 from ..inputs import topic_sizes as count_topic_sizes
-from ..lineage import has_rows, materialize, partitioned_by
+from ..lineage import has_rows, materialize, partitioned_by, stored_select
 from ..ordering import java_order, with_member_index
 
 #: cap on balancing rounds: reaching it raises AssignmentPropertyError naming the groups
@@ -456,7 +456,7 @@ def _sticky_rounds(state: DataFrame, loads: DataFrame) -> DataFrame:
     of every group."""
     settled: list[DataFrame] = []  # the groups whose last round found no chain, as they are
     for k in range(MAX_STICKY_ROUNDS):
-        if state.where(F.col("assigned_count") < F.col("owned_count")).isEmpty():  # nobody short of owned ones
+        if not has_rows(state, greater=("owned_count", "assigned_count")):  # nobody short of owned ones
             break
         s = loads if k == 0 else materialize(_with_loads(state))
         chains = _chain_moves(s)  # stored; its moves are a projection of it, not stored again
@@ -466,6 +466,11 @@ def _sticky_rounds(state: DataFrame, loads: DataFrame) -> DataFrame:
         settled.append(state.join(changed, "group_id", "left_anti"))
         state = materialize(_apply_moves(s.join(changed, "group_id", "left_semi"), _hops(chains)))
     return union_all([*settled, state])
+
+
+#: the columns of :func:`_member_rows`
+_MEMBER_ROWS = [
+    "group_id", "member_id", "member_index", "member_load", "target_load", "subscribed_topics", "diff_by_topic"]
 
 
 def _member_rows(state: DataFrame, subscribers: DataFrame | None = None) -> DataFrame:
@@ -640,16 +645,15 @@ def target_counts(
     for LAST_ROUNDS in range(max_rounds + 1):
         # a pairing round while some member is above its target and pairing finds
         # moves (on the member rows alone), else check Kafka's rule and water-fill
-        if pairing and LAST_ROUNDS < max_rounds and not mem.where(
-                F.col("member_load") > F.col("target_load")).isEmpty():
+        if pairing and LAST_ROUNDS < max_rounds and has_rows(mem, greater=("member_load", "target_load")):
             by_group = partitioned_by(mem, "group_id")  # the round shuffles nothing more
             paired = materialize(_after_moves(by_group, _pair_moves(by_group, LAST_ROUNDS)))
             if has_rows(paired, true="moved"):
-                mem, synced = paired.drop("moved"), False
+                mem, synced = stored_select(paired, *_MEMBER_ROWS), False
                 continue
             pairing = False
         if not synced:  # the subscription rows take every pairing round's moves at once
-            state, synced = materialize(_synced(state, mem)).select(*_STATE), True
+            state, synced = stored_select(materialize(_synced(state, mem)), *_STATE), True
         # Kafka's rule fails exactly where a topic's most loaded holder is two or more above
         # its least loaded subscriber: where some subscription has a violation key (a holder
         # two or more above the topic's least loaded subscriber, or a subscriber two or more

@@ -68,7 +68,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from ..frames import merge_side, one_partition, one_row, sql_name, union_all
+from ..frames import join_small, one_partition, one_row, sql_name, union_all
 from ..inputs import BLOCK_BITS, owned_or_empty, partition_bit, partition_block, topic_sizes
 from ..lineage import has_rows, materialize, partitioned_by, stored_union
 from ..ordering import java_order_sql
@@ -137,7 +137,7 @@ def group_layout(subscriptions: DataFrame, sizes: DataFrame) -> DataFrame:
     distinct and non-negative, so the largest being ``num_partitions - 1`` says so)."""
     # one row per topic, small next to the partitions: broadcast (Spark cannot tell from a
     # checkpoint's estimate, and would shuffle both sides before it finds out)
-    return subscriptions.selectExpr(_G, "explode(_topics) AS topic").join(F.broadcast(sizes), "topic").selectExpr(
+    return join_small(subscriptions.selectExpr(_G, "explode(_topics) AS topic"), sizes, "topic").selectExpr(
         _G, "topic", "num_partitions", "last_partition = num_partitions - 1 AS _contiguous")
 
 
@@ -150,7 +150,7 @@ def group_partitions(topics: DataFrame, partitions: DataFrame) -> DataFrame:
     """Every partition of the groups' topics (``group_id, topic`` rows):
     ``group_id, topic, partition, racks``."""
     # (group, topic) pairs are few next to the partitions: broadcast them
-    return F.broadcast(topics.select(_G, "topic")).join(partitions.select("topic", "partition", "racks"), "topic").select(
+    return join_small(partitions.select("topic", "partition", "racks"), topics.select(_G, "topic"), "topic").select(
         _G, "topic", "partition", F.array_distinct(F.filter("racks", lambda r: r.isNotNull())).alias("racks")
     )
 
@@ -269,8 +269,8 @@ def assign_uniform(
     # is); the others keep every claim they may use.
     # Read by the claim steps and the final query: stored (lazily, by the first, which reads
     # it all) so that the joins run and the lists are sorted once (deterministic)
-    mem0 = materialize(members.join(F.broadcast(ranks.selectExpr(
-        _G, "member_id", "m_rank", "N", "P", "mrack", "n_own AS _listed", "C_f", "kept")),
+    mem0 = materialize(join_small(members, ranks.selectExpr(
+        _G, "member_id", "m_rank", "N", "P", "mrack", "n_own AS _listed", "C_f", "kept"),
         [_G, "member_id"]).selectExpr(
         _G, "member_id", "m_rank", "N", "P", "generation", "owned",
         f"CASE WHEN _listed > C_f THEN {_sorted_owned()} END AS _ranked", "_listed", "mrack", "kept"),
@@ -311,8 +311,8 @@ def assign_uniform(
     # a partition another member still holds changes owner next round
     free = free_to_take("holder", "co_holder", "m_rank")
     if isinstance(cooperative, DataFrame):  # the cooperative groups only
-        coop = F.broadcast(cooperative.selectExpr(_G).distinct().selectExpr(_G, "true AS _coop"))
-        filled = filled.join(coop, _G, "left").where(f"_coop IS NULL OR {free}")
+        coop = cooperative.selectExpr(_G).distinct().selectExpr(_G, "true AS _coop")
+        filled = join_small(filled, coop, _G, "left").where(f"_coop IS NULL OR {free}")
     elif cooperative:
         filled = filled.where(free)
     return filled.selectExpr(_G, "member_id", "topic", "partition").unionByName(union_all(kept))
@@ -471,7 +471,7 @@ def _quotas(mem: DataFrame, member_order: str) -> DataFrame:
 def _split_resolved(pm: DataFrame, mem: DataFrame, use_racks: bool) -> tuple[DataFrame, DataFrame]:
     """Kept and unassigned partitions of the per-partition route."""
     owners = mem.select(_G, F.col("m_rank").alias("holder"), F.col("member_id").alias("_owner"), "_t")
-    pm = pm.join(F.broadcast(owners), [_G, "holder"], "left")
+    pm = join_small(pm, owners, [_G, "holder"], "left")
     is_kept = F.col("_usable") & (F.col("_pos") < F.col("_t"))
     kept = pm.where(is_kept).select(_G, F.col("_owner").alias("member_id"), "topic", "partition")
     unassigned = pm.where(~is_kept).select(_G, "topic", "partition", "holder", "co_holder",
@@ -497,11 +497,11 @@ def _deal(mem: DataFrame, unassigned: DataFrame, use_racks: bool) -> DataFrame:
     if not use_racks or mem.where("mrack IS NOT NULL").isEmpty():
         unassigned = unassigned.selectExpr("*", "row_number() OVER (PARTITION BY group_id ORDER BY "
                                            f"{java_order_sql('topic')}, partition) - 1 AS pos")
-        return slots.join(merge_side(unassigned), [_G, "pos"])
+        return slots.join(unassigned, [_G, "pos"])
     placed = _rack_fill(mem, slots, unassigned, f"{java_order_sql('topic')}, partition")
-    return placed.join(unassigned.selectExpr(_G, "topic", "partition", "holder", "co_holder"),
-                       [_G, "topic", "partition"]).join(
-        F.broadcast(mem.selectExpr(_G, "member_id", "m_rank")), [_G, "member_id"])
+    placed = one_partition(placed.join(unassigned.selectExpr(_G, "topic", "partition", "holder", "co_holder"),
+                                       [_G, "topic", "partition"]))
+    return join_small(placed, mem.selectExpr(_G, "member_id", "m_rank"), [_G, "member_id"])
 
 
 def _rack_fill(mem: DataFrame, slots: DataFrame, unassigned: DataFrame, base_order: str) -> DataFrame:
