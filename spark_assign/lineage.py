@@ -373,7 +373,7 @@ def small_call_result(df: DataFrame) -> DataFrame:
     small call's. Read under the session's settings, Spark broadcasts its joins of
     one-partition relations (a job each), shuffles where an optimizer rule the call
     excluded moves a join, and generates code for it: for the sample's mixed group,
-    ``assign(..., "sticky")`` took 6 Spark jobs for its caller's one read, 2 stored
+    ``assign(..., "sticky")`` took 6 Spark jobs for its caller's one read, against 2 stored (the store and the read)
     (BENCHMARKS.md). Unchanged otherwise: a call inside another one returns its plan to a
     caller that reads it under the small call's settings.
 
