@@ -88,17 +88,15 @@ def per_group(df: DataFrame) -> DataFrame:
 
 
 def join_small(df: DataFrame, small: DataFrame, on: str | list[str], how: str = "inner") -> DataFrame:
-    """``df.join(small, on, how)``, ``small`` being a few rows per group, member or topic.
-    Outside a small call (:func:`~spark_assign.lineage.in_small_call`) ``small`` is hinted
-    for broadcast: ``df`` is not shuffled for it. In a small call it is not (a broadcast is
-    a Spark job of its own, and both sides are one partition: the join shuffles nothing),
-    and the result is put into one partition (:func:`one_partition`) for the joins that read it.
+    """``df.join(small, on, how)``, ``small`` being a few rows per group, member or topic,
+    hinted as :func:`per_group` hints it: broadcast outside a small call
+    (:func:`~spark_assign.lineage.in_small_call`), so ``df`` is not shuffled for it; not in a
+    small call, where a broadcast is a Spark job of its own and both sides are one partition.
+    The result is put into one partition there (:func:`one_partition`) for the joins that read it.
 
     >>> mem = join_small(members, ranks, ["group_id", "member_id"])  # doctest: +SKIP
     """
-    if in_small_call():
-        return df.join(small, on, how).coalesce(1)
-    return df.join(F.broadcast(small), on, how)
+    return one_partition(df.join(per_group(small), on, how))
 
 
 def merge_side(df: DataFrame) -> DataFrame:

@@ -26,7 +26,7 @@ from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
 from ..frames import GROUP as _G
-from ..frames import one_partition, per_group, sql_name, union_all
+from ..frames import join_small, one_partition, per_group, sql_name, union_all
 from ..inputs import owned_or_empty
 from ..lineage import in_small_call, materialize_state
 from ..rebalance import rebalance
@@ -156,7 +156,7 @@ def _carry_ownership(state: ReplayState, step: Step, dep_kinds: DataFrame,
     departed partitions stored by their first reader)."""
     sk, roster = step.groups, step.roster
     # one_partition: in a small replay, joins of joins shuffle nothing (frames.one_partition)
-    ok = one_partition(state.owned.join(per_group(sk.selectExpr(_G)), _G, "left_semi"))
+    ok = join_small(state.owned, sk.selectExpr(_G), _G, "left_semi")
     in_roster = roster.selectExpr(_G, "member_id")
     stay = ok.join(in_roster, [_G, "member_id"], "left_semi")
     gone = one_partition(ok.join(in_roster, [_G, "member_id"], "left_anti"))
@@ -229,8 +229,8 @@ def _rebalance_step(state: ReplayState, step: Step, flags: DataFrame, rb_groups:
         last.selectExpr(_G, "_l.generation AS generation", "_l.protocol AS protocol")))
     # a consumer group's hand-over comes one heartbeat after its group epoch
     at = "at + CASE WHEN _gp = 'consumer' THEN (round - 1) * _hb ELSE 0 END"
-    _add_step_output(out, "generations", one_partition(r.summary.join(
-        per_group(flags.selectExpr(_G, "at", "step", "kinds", "_gp", "_hb")), _G)).selectExpr(
+    _add_step_output(out, "generations", join_small(
+        r.summary, flags.selectExpr(_G, "at", "step", "kinds", "_gp", "_hb"), _G).selectExpr(
         _G, "generation", "round", "step", f"timestamp_millis({at}) AS at", "kinds AS event_kinds",
         "assignor AS strategy", "protocol", "members", "assigned", "pending + unavailable AS unassigned", "moved",
         "revoked", "lost"))
@@ -286,7 +286,7 @@ def _step_stats(flags: DataFrame, roster: DataFrame, meta: DataFrame, owned: Dat
     # one_partition: in a small replay, joins of joins shuffle nothing (frames.one_partition)
     subs = one_partition(roster.selectExpr(_G, "explode(topics) AS topic").distinct().join(meta, [_G, "topic"]))
     total = subs.groupBy(_G).agg(F.expr("sum(partitions) AS _total"))
-    o = one_partition(one_partition(owned.join(per_group(flags.selectExpr(_G)), _G, "left_semi")).join(
+    o = one_partition(join_small(owned, flags.selectExpr(_G), _G, "left_semi").join(
         subs.selectExpr(_G, "topic"), [_G, "topic"], "left_semi"))
     away = roster.where("status = 'away'").selectExpr(_G, "member_id")
     cnt = o.groupBy(_G).agg(F.expr("count(*) AS _owned"))
