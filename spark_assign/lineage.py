@@ -486,13 +486,14 @@ def shuffle_partitions(df: DataFrame, rows: int) -> int:
 def partitioned_by(df: DataFrame, *cols: str, rows: Callable[[], int] | None = None) -> DataFrame:
     """``df`` repartitioned by ``cols`` (so that the windows and aggregations keyed by them
     that follow shuffle nothing more), into :func:`shuffle_partitions` of ``rows()`` rows
-    when ``rows`` is given (an action, taken only here). Inside a small call ``df`` as it
-    is: its rows are one partition already (:func:`local_relation`), which holds every key.
+    when ``rows`` is given (an action, taken only here). Inside a small call ``df`` in one
+    partition (``coalesce(1)``: no shuffle), which holds every key: a union of local
+    relations is one partition each.
 
     >>> by_group = partitioned_by(mem, "group_id")  # doctest: +SKIP
     """
     if in_small_call():
-        return df
+        return df.coalesce(1)
     if rows is None:
         return df.repartition(*cols)
     return df.repartition(shuffle_partitions(df, rows()), *cols)

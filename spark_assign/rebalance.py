@@ -131,7 +131,7 @@ def _with_extra(members: DataFrame) -> tuple[DataFrame, list[str], DataFrame | N
     else:
         extra_df = members.select(_G, "member_id", *extra)
         extra = [c for c in extra if c != "protocol"]
-        m = m.join(extra_df.select(_G, "member_id", "protocol"), [_G, "member_id"], "left")
+        m = one_partition(m.join(extra_df.select(_G, "member_id", "protocol"), [_G, "member_id"], "left"))
         extra_df = members.select(_G, "member_id", *extra) if extra else None
     return m, extra, extra_df, stored
 

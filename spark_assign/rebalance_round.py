@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 from .assign import assign
 from .frames import GROUP as _G
 from .frames import TP as _TP
-from .frames import one_row, owned_lists, per_group, sql_name, sql_string, union_all
+from .frames import join_small, one_row, owned_lists, per_group, sql_name, sql_string, union_all
 from .inputs import MEMBER_COLUMNS, normalize_members, owned_or_empty
 from .lineage import in_small_call, materialize, materialize_state, stored_rows
 from .protocol import COOPERATIVE, EAGER
@@ -167,7 +167,7 @@ def run_round(prep: Prepared, state: DataFrame, rnd: int, runs: list[str], prev_
                                       "CAST(NULL AS INT) AS partition").limit(0))
     round_gens = state.selectExpr(_G, "_gen").distinct()  # one row per group
     in_round = [_G, "_gen AS generation", f"{rnd} AS round", "member_id", *_TP]
-    a = materialize(union_all(parts).join(round_gens, _G).selectExpr(*in_round))
+    a = materialize(join_small(union_all(parts), round_gens, _G).selectExpr(*in_round))
     # revocations: EAGER gives up everything; COOPERATIVE what it no longer gets;
     # a member that held under COOPERATIVE and now faces an EAGER assignor (dynamic rule) loses
     is_lost = f"_rule = 'dynamic' AND protocol = {sql_string(COOPERATIVE)} AND _gproto = {sql_string(EAGER)}"

@@ -19,7 +19,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from .assign import PROTOCOL_STRATEGIES, SERVER_ALIASES, assign, strategy_name
-from .frames import sql_string
+from .frames import join_small, sql_string
 from .lineage import in_small_call, materialize_state
 from .owned import partition_claims, without_transfers
 from .protocol import CONSUMER
@@ -40,7 +40,7 @@ def with_group_protocols(m: DataFrame, extra_df: DataFrame | None, extra: list[s
     if "group_protocol" in extra:
         assert extra_df is not None  # the columns listed in ``extra`` come from it
         gp = extra_df.groupBy(_G).agg(F.expr(f"coalesce(max(group_protocol), {sql_string(group_protocol)}) AS _gp"))
-        m = m.join(gp, _G)
+        m = join_small(m, gp, _G)
     else:
         m = m.withColumn("_gp", F.expr(sql_string(group_protocol)))
     # SQL text: one JVM call an expression, where column functions take several each
@@ -51,7 +51,7 @@ def with_group_protocols(m: DataFrame, extra_df: DataFrame | None, extra: list[s
             (n, n) for n in PROTOCOL_STRATEGIES["consumer"])])
         assert extra_df is not None
         remote = extra_df.groupBy(_G).agg(F.expr("max(remote_assignor) AS _remote"))
-        m = m.join(remote, _G, "left")
+        m = join_small(m, remote, _G, "left")
         server = f"coalesce(map({names})[_remote], {server})"
     return m.withColumn("assignors", F.expr(f"CASE WHEN _gp = 'consumer' THEN array({server}) ELSE assignors END"))
 

@@ -272,8 +272,9 @@ def test_a_small_call_materializes_local_relations(spark):
         return partitioned_by(df, "group_id")
 
     small, state = call(10)
-    # a small call's rows are one partition already: nothing to repartition; a large call's are shuffled
-    assert by_group(10) is df and "REPARTITION_BY_COL" in _plan(by_group(10**6)) and "REPARTITION_BY_COL" not in _plan(df)
+    # a small call's rows go into one partition, with no shuffle; a large call's are shuffled
+    assert "Coalesce 1" in _plan(by_group(10)) and "REPARTITION_BY_COL" not in _plan(by_group(10))
+    assert "REPARTITION_BY_COL" in _plan(by_group(10**6)) and "REPARTITION_BY_COL" not in _plan(df)
     assert all("LocalTableScan" in _plan(x) and "Exchange" not in _plan(x) for x in (small, state))
     # one partition: an aggregation and a window over local relations shuffle nothing, nor
     # does a join of two of them that is not broadcast
@@ -524,6 +525,29 @@ def test_a_small_calls_result_runs_as_one_job_under_the_sessions_settings(spark)
 
     inner_rows, inner_result = outer()
     assert inner_rows is None and inner_result == sorted(assign(members, partitions, "sticky").collect())
+
+
+def test_a_rack_aware_small_call_shuffles_nothing_and_broadcasts_nothing(spark):
+    """A rack-aware cooperative-sticky call (KIP-881) on a small group with a claim two members
+    make at the same generation (so the per-partition route drops one of them): every Spark job
+    of the call is one stage (its unions and joins of joins go through one partition), and none
+    is a broadcast's; its flags (is any member on a rack, is any claim dropped) are read off
+    stored rows. The result is the same as the session's large-call path gives."""
+    from spark_assign import assign
+
+    owned = "owned array<struct<topic:string,partition:int>>"
+    members = spark.createDataFrame(
+        [("g", "a", "r1", ["t"], [("t", 0), ("t", 1)], 3), ("g", "b", "r2", ["t"], [("t", 1), ("t", 2)], 3),
+         ("g", "c", "r1", ["t"], [], 3)],
+        f"group_id string, member_id string, rack string, topics array<string>, {owned}, generation int")
+    partitions = spark.createDataFrame([("t", p, [f"r{1 + p % 2}"]) for p in range(6)],
+                                       "topic string, partition int, racks array<string>")
+    rows, stages = _stages_per_job(spark, lambda: sorted(assign(members, partitions, "cooperative-sticky").collect()))
+    assert stages and set(stages) == {1}, stages
+    with _setting(spark, "0"):  # no call is small: the session's path
+        assert sorted(assign(members, partitions, "cooperative-sticky").collect()) == rows
+    # cooperative: a partition changing owner is only revoked in this rebalance
+    assert len({(r.topic, r.partition) for r in rows}) == len(rows) >= 4, rows
 
 
 @pytest.mark.connect

@@ -28,7 +28,7 @@ from pyspark.sql import functions as F
 
 from ..assign import group_protocol_of, strategy_name
 from ..frames import GROUP as _G
-from ..frames import empty, one_row, per_group, union_all
+from ..frames import empty, one_partition, one_row, per_group, union_all
 from ..inputs import normalize_partitions
 from ..lineage import (
     decide_small_call,
@@ -255,11 +255,11 @@ def _initial_state(e: DataFrame, p0: DataFrame, lags: DataFrame | None) -> Repla
     """Each group's topics (the ones its members subscribe to or its events name) with
     their initial sizes and lags; nobody owns anything yet."""
     spark = e.sparkSession
-    group_topics = (
-        e.select(_G, F.explode(F.coalesce("topics", F.array().cast("array<string>"))).alias("topic"))
-        .unionByName(e.where(F.col("topic").isNotNull()).select(_G, "topic")).distinct()
-    )
-    sizes = p0.groupBy("topic").agg(F.count("*").cast("int").alias("partitions"))
+    # through one partition in a small call: the aggregations and the join shuffle nothing
+    group_topics = union_all([
+        e.select(_G, F.explode(F.coalesce("topics", F.array().cast("array<string>"))).alias("topic")),
+        e.where(F.col("topic").isNotNull()).select(_G, "topic")]).distinct()
+    sizes = one_partition(p0).groupBy("topic").agg(F.count("*").cast("int").alias("partitions"))
     meta = materialize_state(group_topics.join(sizes, "topic").select(_G, "topic", "partitions"))
     lag_state = None
     if lags is not None:

@@ -68,9 +68,9 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from ..frames import join_small, one_partition, one_row, sql_name, union_all
+from ..frames import join_small, one_partition, one_row, per_group, sql_name, union_all
 from ..inputs import BLOCK_BITS, owned_or_empty, partition_bit, partition_block, topic_sizes
-from ..lineage import has_rows, materialize, partitioned_by, stored_union
+from ..lineage import has_rows, in_small_call, materialize, partitioned_by, stored_union
 from ..ordering import java_order_sql
 from ..owned import claim_aggregates, claim_outcome, free_to_take, member_ranks
 from ..quota import max_quota, min_quota, num_max_quota
@@ -347,7 +347,7 @@ def _route(mem0: DataFrame, layout: DataFrame) -> tuple[DataFrame, DataFrame | N
                          eager=False)
     if not has_rows(blocks, true="_bad"):
         return blocks, None
-    return blocks, F.broadcast(materialize(blocks.where("_bad").selectExpr(_G).distinct()))
+    return blocks, per_group(materialize(blocks.where("_bad").selectExpr(_G).distinct()))
 
 
 #: how many partition numbers of a topic's block exist (all but in the last block), SQL text
@@ -388,8 +388,8 @@ def _resolve_claims(mem0: DataFrame, gparts: DataFrame, use_racks: bool) -> tupl
         return rows.select(_G, "m_rank", "generation", F.posexplode(col).alias("pos", "_tp")).select(
             _G, "_tp.topic", "_tp.partition", "m_rank", "generation", "pos", F.lit(None).cast("int").alias("_meta"))
 
-    claims = claims_of(mem0.where(F.col("_ranked").isNull()), "owned").unionByName(
-        claims_of(mem0.where(F.col("_ranked").isNotNull()), "_ranked"))
+    claims = union_all([claims_of(mem0.where(F.col("_ranked").isNull()), "owned"),
+                        claims_of(mem0.where(F.col("_ranked").isNotNull()), "_ranked")])
     meta = gparts.select(
         _G, "topic", "partition", F.lit(None).cast("int").alias("m_rank"), F.lit(None).cast("int").alias("generation"),
         F.lit(None).cast("int").alias("pos"), F.lit(1).alias("_meta"))
@@ -411,22 +411,25 @@ def _resolve_claims(mem0: DataFrame, gparts: DataFrame, use_racks: bool) -> tupl
     usable = (F.col("_np") > 0) & (F.col("_n_claims") > 0) & ~F.col("contested")
     if use_racks:
         holders = mem0.select(_G, F.col("m_rank").alias("holder"), F.col("mrack").alias("_hrack"))
-        parts = parts.join(gparts.select(_G, "topic", "partition", "racks"), [_G, "topic", "partition"], "left").join(
-            F.broadcast(holders), [_G, "holder"], "left")
+        parts = join_small(parts.join(gparts.select(_G, "topic", "partition", "racks"), [_G, "topic", "partition"],
+                                      "left"), holders, [_G, "holder"], "left")
         usable = usable & (F.col("_hrack").isNull() | F.coalesce(F.array_contains("racks", F.col("_hrack")), F.lit(False)))
-    parts = materialize(parts.withColumn("_usable", F.coalesce(usable, F.lit(False))))
+    usable = F.coalesce(usable, F.lit(False))
+    parts = materialize(parts.select("*", usable.alias("_usable"), usable.cast("int").alias("_n_usable")))
 
     # each member's unused claims: their positions shift its ranks (none in a steady
-    # group: then no join at all)
+    # group: then no join at all). A small call reads it off its stored rows, where a
+    # broadcast would be a job of its own; otherwise one count sizes the join
     dropped = F.array().cast("array<int>")
-    rare = parts.where(F.col("_n_claims") > F.when(F.col("_usable"), 1).otherwise(0)).select(
+    rare = parts.where(F.col("_n_claims") > F.col("_n_usable")).select(
         _G, "topic", "partition", F.col("holder").alias("_h"), F.col("_pos").alias("_hpos"), "_usable")
-    n_rare = rare.count()
+    small = in_small_call()
+    n_rare = int(has_rows(parts, greater=("_n_claims", "_n_usable"))) if small else rare.count()
     mem = mem0
     if n_rare:
-        losers = claims.join(F.broadcast(rare) if n_rare <= BROADCAST_ROWS else rare, [_G, "topic", "partition"]).where(
+        losers = claims.join(rare if small or n_rare > BROADCAST_ROWS else F.broadcast(rare), [_G, "topic", "partition"]).where(
             ~(F.col("_usable") & (F.col("m_rank") == F.col("_h")) & (F.col("pos") == F.col("_hpos"))))
-        lost = losers.groupBy(_G, "m_rank").agg(F.sort_array(F.collect_list("pos")).alias("_dropped"))
+        lost = one_partition(losers.groupBy(_G, "m_rank").agg(F.sort_array(F.collect_list("pos")).alias("_dropped")))
         mem = mem.join(lost, [_G, "m_rank"], "left")
         dropped = F.coalesce("_dropped", dropped)
     mem = mem.select(
@@ -494,10 +497,11 @@ def _deal(mem: DataFrame, unassigned: DataFrame, use_racks: bool) -> DataFrame:
         "row_number() OVER (PARTITION BY group_id ORDER BY s >= deficit, "
         "CASE WHEN s >= deficit THEN e_rank ELSE s END, m_rank) - 1 AS pos",
     )
-    if not use_racks or mem.where("mrack IS NOT NULL").isEmpty():
+    # rack-aware groups: read off the member rows a small call stored, else one action
+    if not use_racks or not has_rows(mem, not_null="mrack"):
         unassigned = unassigned.selectExpr("*", "row_number() OVER (PARTITION BY group_id ORDER BY "
                                            f"{java_order_sql('topic')}, partition) - 1 AS pos")
-        return slots.join(unassigned, [_G, "pos"])
+        return one_partition(slots.join(unassigned, [_G, "pos"]))
     placed = _rack_fill(mem, slots, unassigned, f"{java_order_sql('topic')}, partition")
     placed = one_partition(placed.join(unassigned.selectExpr(_G, "topic", "partition", "holder", "co_holder"),
                                        [_G, "topic", "partition"]))
@@ -544,5 +548,5 @@ def _rack_fill(mem: DataFrame, slots: DataFrame, unassigned: DataFrame, base_ord
     rest_parts = one_partition(unassigned.join(placed.selectExpr(*tp), tp, "left_anti").selectExpr(
         *tp, "row_number() OVER (PARTITION BY group_id ORDER BY upos) AS k"))
     rest = rest_slots.join(rest_parts, [_G, "k"])
-    return placed.selectExpr(_G, "member_id", "topic", "partition").unionByName(
-        rest.selectExpr(_G, "member_id", "topic", "partition"))
+    return union_all([placed.selectExpr(_G, "member_id", "topic", "partition"),
+                      rest.selectExpr(_G, "member_id", "topic", "partition")])
