@@ -16,13 +16,13 @@ from .inputs import (
     validate_inputs,
 )
 from .lineage import (
-    explains_lost_executors,
     in_small_call,
     materialize,
     small_call_result,
     small_call_scope,
     small_call_undecided,
 )
+from .lost_executors import explains_lost_executors
 from .options import check_options
 from .small_inputs import decide_small_inputs
 

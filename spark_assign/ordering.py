@@ -3,13 +3,20 @@
 Java compares strings by UTF-16 code units; Spark compares UTF-8 bytes (code
 points). The two differ for characters above U+FFFF against U+E000-U+FFFF, so
 every sort that must match Kafka sorts by :func:`java_order` instead of the raw
-string: the UTF-16BE encoding compared as bytes is exactly Java's order.
+string: the UTF-16BE encoding compared as bytes is exactly Java's order. Kafka's
+sticky assignors also walk Java ``HashMap``s, whose order follows ``String.hashCode``:
+:func:`member_order_keys` gives either order.
 """
 
 from __future__ import annotations
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
+
+from .frames import sql_name
+
+#: the member orders the sticky assignors' quotas can follow (:func:`member_order_keys`)
+MEMBER_ORDERS = ("member_id", "java_hash")
 
 
 def java_order(col: Column | str) -> Column:
@@ -41,3 +48,43 @@ def with_member_index(members, name: str = "member_index"):
     """Add the 0-based position of each member in its group, in Kafka's member order."""
     return members.selectExpr(
         "*", f"row_number() OVER (PARTITION BY group_id ORDER BY {KAFKA_MEMBER_ORDER}) - 1 AS {name}")
+
+
+def java_string_hash(column: str) -> Column:
+    """Java's ``String.hashCode()`` of a string column as an unsigned 32-bit value in a
+    long column (UTF-16 code units, ``h = 31 * h + c`` modulo 2^32). ANSI-safe."""
+    return F.expr(_java_string_hash(sql_name(column)))
+
+
+def _java_string_hash(expr: str) -> str:
+    """:func:`java_string_hash` of a SQL expression, as SQL text."""
+    hx = f"hex({java_order_sql(expr)})"
+    units = (f"CASE WHEN length({hx}) = 0 THEN CAST(array() AS array<bigint>) ELSE transform("
+             f"sequence(0, CAST(greatest(length({hx}) / 4 - 1, -1) AS INT)), "
+             f"i -> CAST(conv(substring({hx}, i * 4 + 1, 4), 16, 10) AS BIGINT)) END")
+    return f"aggregate({units}, CAST(0 AS BIGINT), (acc, u) -> pmod(acc * 31 + u, {1 << 32}))"
+
+
+def _hashmap_bucket(expr: str, n: str) -> tuple[str, str]:
+    """Bucket of a key in a Java HashMap holding ``n`` entries (default capacity 16,
+    load factor 0.75): ``(h ^ (h >>> 16)) & (capacity - 1)``; SQL texts of the bucket and
+    the spread hash."""
+    h = f"({_java_string_hash(expr)})"
+    spread = f"({h} ^ shiftright({h}, 16))"
+    # capacity: smallest power of two >= 16 with n <= 0.75 * capacity
+    cap = f"greatest(CAST(16 AS BIGINT), CAST(pow(2, ceil(log2(ceil(({n}) / 0.75D)))) AS BIGINT))"
+    cap = f"(CASE WHEN {cap} * 3 < ({n}) * 4 THEN {cap} * 2 ELSE {cap} END)"
+    return f"({spread} & ({cap} - 1))", spread
+
+
+def member_order_keys(order: str, n: str | None = None) -> list[str]:
+    """Sort keys of the member order in which the owned-partition quotas are handed out
+    (SQL texts; ``n``: the group's member count, for ``java_hash``)."""
+    if order == "member_id":
+        return [java_order_sql("member_id")]
+    if order == "java_hash":
+        if n is None:
+            raise ValueError("member_order='java_hash' needs the group's member count")
+        bucket, spread = _hashmap_bucket("member_id", n)
+        return [bucket, spread, java_order_sql("member_id")]
+    raise ValueError(f"unknown member_order {order!r}: expected one of {MEMBER_ORDERS}")

@@ -55,7 +55,6 @@ from .inputs import (
     validate_inputs,
 )
 from .lineage import (
-    explains_lost_executors,
     in_small_call,
     materialize,
     materialize_state,
@@ -63,6 +62,7 @@ from .lineage import (
     small_call_undecided,
     stored_rows,
 )
+from .lost_executors import explains_lost_executors
 from .options import strategy_options
 from .owned import resolve_owned
 from .properties import cooperative_violations, validity_violations

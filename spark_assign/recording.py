@@ -35,8 +35,9 @@ from .generation_stats import generation_stats
 from .history_reader import HistoryReader
 from .history_tables import COOPERATIVE_STRATEGIES, MEMBER_ROW, PAIR, TP
 from .inputs import ignored_claims, normalize_members, normalize_partitions
-from .lineage import explains_lost_executors, in_small_call, materialize
+from .lineage import in_small_call, materialize
 from .locking import history_lock
+from .lost_executors import explains_lost_executors
 from .properties import revocations as owned_revocations
 from .properties import subscribed_partitions
 from .storage import is_path, local_path

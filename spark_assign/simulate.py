@@ -28,7 +28,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 
-from .lineage import explains_lost_executors
+from .lost_executors import explains_lost_executors
 from .simulation.analytics import (
     SIMULATION_SCHEMA,
     analytics_sql,

@@ -26,7 +26,8 @@ from pyspark.sql import functions as F
 from short_run import C1_ONLY, INTERPRETED
 
 from spark_assign import AssignmentHistory, assign, check_assignment, rebalance
-from spark_assign.lineage import executor_ids, local_relation
+from spark_assign.lineage import local_relation
+from spark_assign.lost_executors import executor_ids
 from spark_assign.session import local_session
 
 #: the kill comes once this many Spark jobs of the call have started: for assign() (about 23

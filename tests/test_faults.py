@@ -89,21 +89,21 @@ def test_a_lost_executor_is_named_from_the_outermost_calls_executors(spark, monk
     """An inner entry point (a rebalance's assign() or recording) that starts after the lost
     executor was dropped, and its replacement registered, still names it: the executors are
     the outermost call's. (The fresh-clone CI run of 0052330 read 'an executor' here.)"""
-    import spark_assign.lineage as lineage
+    import spark_assign.lost_executors as lost_executors
     from spark_assign import ExecutorLostError
 
     listed = iter([{"0", "1"}, {"1", "2"}, {"1", "2"}, {"1", "2"}])  # the kill comes between the two calls
-    monkeypatch.setattr(lineage, "executor_ids", lambda _spark: next(listed))
+    monkeypatch.setattr(lost_executors, "executor_ids", lambda _spark: next(listed))
 
-    @lineage.explains_lost_executors
+    @lost_executors.explains_lost_executors
     def inner(df):
         raise RuntimeError("Job aborted: Checkpoint block rdd_7_1 not found! Either the executor ...")
 
-    @lineage.explains_lost_executors
+    @lost_executors.explains_lost_executors
     def outer(df):
         return inner(df)
 
     with pytest.raises(ExecutorLostError) as raised:
         outer(spark.range(1))
     assert str(raised.value).startswith("executor 0 holding this call's local checkpoints (block rdd_7_1) was lost")
-    assert lineage._EXECUTORS_BEFORE.get() is None  # the outermost call's list ends with it
+    assert lost_executors._EXECUTORS_BEFORE.get() is None  # the outermost call's list ends with it

@@ -20,9 +20,10 @@ from pyspark.sql import functions as F
 
 from spark_assign import assign, check_assignment
 from spark_assign.inputs import normalize_members, normalize_partitions
+from spark_assign.ordering import java_string_hash
 from spark_assign.properties import balance_violations, validity_violations
 from spark_assign.strategies.sticky import split_uniform
-from spark_assign.strategies.sticky_uniform import _route, assign_uniform, group_topic_sizes, java_string_hash
+from spark_assign.strategies.sticky_uniform import _route, assign_uniform, group_topic_sizes
 
 MEMBER_SCHEMA = (
     "group_id string, member_id string, topics array<string>, "

@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 
 from ..errors import InvalidOptionError
 from ..frames import GROUP as _G
-from ..lineage import explains_lost_executors
+from ..lost_executors import explains_lost_executors
 from .analytics import record_simulation
 from .events import normalize_events
 from .replay import SimulationResult, protocol_of, replay

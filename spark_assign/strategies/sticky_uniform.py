@@ -48,7 +48,8 @@ end at ``C_c`` (:mod:`spark_assign.quota`):
    rack are not kept, the unassigned partitions are ordered by how many members
    could take them rack-locally, and the slots are first matched with
    rack-local partitions (rank-join rounds: one on each partition's first replica
-   rack, then :data:`RACK_ROUNDS` over all its replica racks), then the rest as in
+   rack, then :data:`~spark_assign.strategies.uniform_fill.RACK_ROUNDS` over all its
+   replica racks; :mod:`~spark_assign.strategies.uniform_fill`), then the rest as in
    step 3. Priority as Kafka: balance, then rack locality, then stickiness;
    the rack-aware layout is best effort and need not equal Kafka's exactly. When a
    member of the call has a rack, every group takes the per-partition route.
@@ -65,63 +66,18 @@ group (or finer) and fully ordered.
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from ..frames import join_small, one_partition, one_row, per_group, sql_name, union_all
+from ..frames import join_small, one_partition, one_row, per_group, union_all
 from ..inputs import BLOCK_BITS, owned_or_empty, partition_bit, partition_block, topic_sizes
-from ..lineage import has_rows, in_small_call, materialize, partitioned_by, stored_union
-from ..ordering import java_order_sql
+from ..lineage import has_rows, in_small_call, materialize, partitioned_by
+from ..ordering import MEMBER_ORDERS, java_order_sql, member_order_keys
 from ..owned import claim_aggregates, claim_outcome, free_to_take, member_ranks
 from ..quota import max_quota, min_quota, num_max_quota
-
-#: rounds of rack-local matching over all replica racks, after a first round on each
-#: partition's first (leader) replica rack; each one distributed step over all groups
-RACK_ROUNDS = 1
-
-MEMBER_ORDERS = ("member_id", "java_hash")
+from .uniform_fill import deal
 
 _G = "group_id"
-
-
-def java_string_hash(column: str) -> Column:
-    """Java's ``String.hashCode()`` of a string column as an unsigned 32-bit value in a
-    long column (UTF-16 code units, ``h = 31 * h + c`` modulo 2^32). ANSI-safe."""
-    return F.expr(_java_string_hash(sql_name(column)))
-
-
-def _java_string_hash(expr: str) -> str:
-    """:func:`java_string_hash` of a SQL expression, as SQL text."""
-    hx = f"hex({java_order_sql(expr)})"
-    units = (f"CASE WHEN length({hx}) = 0 THEN CAST(array() AS array<bigint>) ELSE transform("
-             f"sequence(0, CAST(greatest(length({hx}) / 4 - 1, -1) AS INT)), "
-             f"i -> CAST(conv(substring({hx}, i * 4 + 1, 4), 16, 10) AS BIGINT)) END")
-    return f"aggregate({units}, CAST(0 AS BIGINT), (acc, u) -> pmod(acc * 31 + u, {1 << 32}))"
-
-
-def _hashmap_bucket(expr: str, n: str) -> tuple[str, str]:
-    """Bucket of a key in a Java HashMap holding ``n`` entries (default capacity 16,
-    load factor 0.75): ``(h ^ (h >>> 16)) & (capacity - 1)``; SQL texts of the bucket and
-    the spread hash."""
-    h = f"({_java_string_hash(expr)})"
-    spread = f"({h} ^ shiftright({h}, 16))"
-    # capacity: smallest power of two >= 16 with n <= 0.75 * capacity
-    cap = f"greatest(CAST(16 AS BIGINT), CAST(pow(2, ceil(log2(ceil(({n}) / 0.75D)))) AS BIGINT))"
-    cap = f"(CASE WHEN {cap} * 3 < ({n}) * 4 THEN {cap} * 2 ELSE {cap} END)"
-    return f"({spread} & ({cap} - 1))", spread
-
-
-def member_order_keys(order: str, n: str | None = None) -> list[str]:
-    """Sort keys of the member order in which the owned-partition quotas are handed out
-    (SQL texts; ``n``: the group's member count, for ``java_hash``)."""
-    if order == "member_id":
-        return [java_order_sql("member_id")]
-    if order == "java_hash":
-        if n is None:
-            raise ValueError("member_order='java_hash' needs the group's member count")
-        bucket, spread = _hashmap_bucket("member_id", n)
-        return [bucket, spread, java_order_sql("member_id")]
-    raise ValueError(f"unknown member_order {order!r}: expected one of {MEMBER_ORDERS}")
 
 
 def group_subscriptions(members: DataFrame) -> DataFrame:
@@ -307,7 +263,7 @@ def assign_uniform(
 
     # -- 2. the unassigned partitions dealt to the members below their quotas -------------
     mem = union_all(mems)
-    filled = _deal(mem, union_all(unassigned), use_racks)
+    filled = deal(mem, union_all(unassigned), use_racks)
     # a partition another member still holds changes owner next round
     free = free_to_take("holder", "co_holder", "m_rank")
     if isinstance(cooperative, DataFrame):  # the cooperative groups only
@@ -480,73 +436,3 @@ def _split_resolved(pm: DataFrame, mem: DataFrame, use_racks: bool) -> tuple[Dat
     unassigned = pm.where(~is_kept).select(_G, "topic", "partition", "holder", "co_holder",
                                            *(["racks"] if use_racks else []))
     return kept, unassigned
-
-
-def _deal(mem: DataFrame, unassigned: DataFrame, use_racks: bool) -> DataFrame:
-    """The unassigned partitions, in Kafka's order, dealt to the members' slots:
-    ``group_id, member_id, m_rank, topic, partition, holder, co_holder``."""
-    extra = "CASE WHEN e_phase IS NOT NULL AND e_rank < X THEN 1 ELSE 0 END"
-    # slot s < deficit is the member's turn in round s of the deal; slot s == deficit
-    # is its extra partition (up to C_c), dealt after every round
-    n_slots = f"(deficit + {extra})"
-    slots = mem.where(f"{n_slots} > 0").selectExpr(
-        _G, "member_id", "m_rank", "mrack", "deficit", "e_rank",
-        f"explode(sequence(CAST(0 AS BIGINT), CAST({n_slots} - 1 AS BIGINT))) AS s",
-    ).selectExpr(
-        _G, "member_id", "m_rank", "mrack",
-        "row_number() OVER (PARTITION BY group_id ORDER BY s >= deficit, "
-        "CASE WHEN s >= deficit THEN e_rank ELSE s END, m_rank) - 1 AS pos",
-    )
-    # rack-aware groups: read off the member rows a small call stored, else one action
-    if not use_racks or not has_rows(mem, not_null="mrack"):
-        unassigned = unassigned.selectExpr("*", "row_number() OVER (PARTITION BY group_id ORDER BY "
-                                           f"{java_order_sql('topic')}, partition) - 1 AS pos")
-        return one_partition(slots.join(unassigned, [_G, "pos"]))
-    placed = _rack_fill(mem, slots, unassigned, f"{java_order_sql('topic')}, partition")
-    placed = one_partition(placed.join(unassigned.selectExpr(_G, "topic", "partition", "holder", "co_holder"),
-                                       [_G, "topic", "partition"]))
-    return join_small(placed, mem.selectExpr(_G, "member_id", "m_rank"), [_G, "member_id"])
-
-
-def _rack_fill(mem: DataFrame, slots: DataFrame, unassigned: DataFrame, base_order: str) -> DataFrame:
-    """Place the unassigned partitions on the slots, rack-local first (rack-aware groups).
-    ``base_order``: Kafka's order of a group's partitions (SQL text). Written as SQL text:
-    each column named in Python costs the driver three JVM round trips."""
-    tp = [_G, "topic", "partition"]
-    rack_members = mem.where("mrack IS NOT NULL").groupBy(_G, "mrack").count()
-    # one_partition: joins of joins shuffle nothing in a small call (frames.one_partition)
-    ncons = one_partition(unassigned.selectExpr(*tp, "explode(racks) AS mrack").join(rack_members, [_G, "mrack"])
-                          .groupBy(*tp).agg(F.expr("sum(count) AS ncons")))
-    # Kafka's order: fewest rack-local members first, then topic, partition
-    unassigned = one_partition(unassigned.join(ncons, tp, "left").selectExpr(
-        *tp, "racks", "coalesce(ncons, 0) AS ncons").selectExpr(
-        "*", f"row_number() OVER (PARTITION BY group_id ORDER BY ncons, {base_order}) - 1 AS upos"))
-    free_slots = slots.where("mrack IS NOT NULL")
-    fs_cols = [_G, "mrack", "member_id", "pos"]
-    rank = "row_number() OVER (PARTITION BY group_id, mrack ORDER BY {}) AS k".format
-    # round 0: each partition on the rack of its first replica (the leader's): no conflicts
-    cand = unassigned.where("ncons > 0").selectExpr(*tp, "upos", "try_element_at(racks, 1) AS mrack").selectExpr(
-        "*", rank("upos"))
-    fs = free_slots.selectExpr(*fs_cols, rank("pos"))
-    placed = materialize(cand.join(fs, [_G, "mrack", "k"]).selectExpr(_G, "member_id", "pos", "topic", "partition"))
-    free_slots = one_partition(free_slots.join(placed.selectExpr(_G, "pos"), [_G, "pos"], "left_anti"))
-    free_parts = one_partition(unassigned.where("ncons > 0").join(placed.selectExpr(*tp), tp, "left_anti"))
-    for _ in range(RACK_ROUNDS):
-        # the k-th rack-local candidate of each rack meets the k-th free slot on that rack;
-        # a partition proposed on several racks takes its best proposal
-        cand = free_parts.selectExpr(*tp, "upos", "explode(racks) AS mrack").selectExpr("*", rank("upos"))
-        fs = free_slots.selectExpr(*fs_cols, rank("pos"))
-        prop = cand.join(fs, [_G, "mrack", "k"]).selectExpr(
-            _G, "member_id", "pos", "topic", "partition",
-            "row_number() OVER (PARTITION BY group_id, topic, partition ORDER BY k, pos) AS _best")
-        prop = materialize(prop.where("_best = 1").selectExpr(_G, "member_id", "pos", "topic", "partition"))
-        placed = stored_union(placed, prop)
-        free_slots = one_partition(free_slots.join(prop.selectExpr(_G, "pos"), [_G, "pos"], "left_anti"))
-        free_parts = one_partition(free_parts.join(prop.selectExpr(*tp), tp, "left_anti"))
-    rest_slots = one_partition(slots.join(placed.selectExpr(_G, "pos"), [_G, "pos"], "left_anti").selectExpr(
-        _G, "member_id", "row_number() OVER (PARTITION BY group_id ORDER BY pos) AS k"))
-    rest_parts = one_partition(unassigned.join(placed.selectExpr(*tp), tp, "left_anti").selectExpr(
-        *tp, "row_number() OVER (PARTITION BY group_id ORDER BY upos) AS k"))
-    rest = rest_slots.join(rest_parts, [_G, "k"])
-    return union_all([placed.selectExpr(_G, "member_id", "topic", "partition"),
-                      rest.selectExpr(_G, "member_id", "topic", "partition")])
