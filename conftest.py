@@ -1,8 +1,9 @@
 """Shared by tests/ and the doctests of spark_assign/: the Spark sessions of a test run.
 
-One JVM serves the whole run. Its classic session (local[2], UI off, few shuffle partitions)
-also runs the Spark Connect server that ships with PySpark, as a plugin (the plugin
-``remote_session("local[2]")`` starts), and every test marked ``connect`` runs twice:
+One JVM serves the whole run. Its classic session (local[2], UI off, few shuffle partitions,
+interpreted execution: no generated code but in tests/test_codegen.py) also runs the Spark
+Connect server that ships with PySpark, as a plugin (the plugin ``remote_session("local[2]")``
+starts), and every test marked ``connect`` runs twice:
 ``[classic]``, then ``[connect]`` over a Spark Connect session of that server. The Connect
 copies run after every other test, since opening a Connect session switches PySpark's column
 functions to Spark Connect for the whole process. A JVM of their own paid the JIT's warm-up
@@ -64,7 +65,7 @@ def _session(kind: str):
                            "for the rest of the process (the Connect copies must run last)")
     if kind not in _OPEN:
         if kind == "classic":
-            from spark_assign.session import local_session
+            from spark_assign.session import INTERPRETED, local_session
 
             # the Connect server's token: PySpark's client sends it, and the server (in the
             # JVM this process starts, so with this environment) checks it
@@ -72,7 +73,10 @@ def _session(kind: str):
             # the server on Spark Connect's port, 15002 (where PySpark's local Connect mode
             # looks for it)
             server = {"spark.plugins": CONNECT_PLUGIN} if _SERVE_CONNECT else {}
-            _OPEN[kind] = local_session(app_name="spark-assign-tests", shuffle_partitions=4, extra=server)
+            # interpreted execution (no generated classes to compile), as small calls run: the
+            # tests' rows are few (tests/test_codegen.py runs Spark's generated code)
+            _OPEN[kind] = local_session(app_name="spark-assign-tests", shuffle_partitions=4,
+                                        extra={**INTERPRETED, **server})
         else:
             _session("classic")  # its server
             from spark_assign.session import remote_session

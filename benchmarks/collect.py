@@ -3,7 +3,7 @@
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-ORDER = ["small", "small_session", "rack_small_call", "broadcast_jobs", "joins_of_joins", "round_trips", "small_call_aqe", "limited_reads", "python_sockets", "python_sockets_found", "recording", "recording_small_call", "small_check", "check_small_call", "connect_one_jvm", "small_call_result", "new_jvm_tests", "driver_time", "kafka_tests", "pairing_stops", "sticky_rounds", "plans_as_text", "small_inputs", "small_shuffles", "small_validation", "interpreted", "one_session", "jvm_profile", "small_call_stores", "simulate", "simulate_sticky_1000", "simulate_cooperative-sticky_1000", "simulate_profile", "fixed_cost", "replay_step", "rebalance_round", "small_calls", "one_partition", "pipeline", "range_roundrobin", "sticky", "uniform", "sticky_general", "driver_memory", "lag_aware"]
+ORDER = ["small", "small_session", "interpreted_tests", "rack_small_call", "broadcast_jobs", "joins_of_joins", "round_trips", "small_call_aqe", "limited_reads", "python_sockets", "python_sockets_found", "recording", "recording_small_call", "small_check", "check_small_call", "connect_one_jvm", "small_call_result", "new_jvm_tests", "driver_time", "kafka_tests", "pairing_stops", "sticky_rounds", "plans_as_text", "small_inputs", "small_shuffles", "small_validation", "interpreted", "one_session", "jvm_profile", "small_call_stores", "simulate", "simulate_sticky_1000", "simulate_cooperative-sticky_1000", "simulate_profile", "fixed_cost", "replay_step", "rebalance_round", "small_calls", "one_partition", "pipeline", "range_roundrobin", "sticky", "uniform", "sticky_general", "driver_memory", "lag_aware"]
 
 #: the introduction and the targets table (edited by hand), then each results file in ORDER
 INTRO = HERE / "intro.md"

@@ -62,6 +62,7 @@ from typing import Any, TypeVar
 from pyspark.sql import DataFrame, SparkSession
 
 from .errors import InvalidOptionError
+from .session import INTERPRETED
 
 #: the session setting that chooses how intermediates are materialized
 MATERIALIZATION_CONF = "spark.assign.materialization"
@@ -99,8 +100,7 @@ _EXCLUDED_RULES = "spark.sql.optimizer.excludedRules"
 #: product of its sides', so joins of joins of a few hundred rows passed it
 #: (:func:`~spark_assign.frames.one_partition`)
 SMALL_CALL_SETTINGS = {
-    "spark.sql.codegen.wholeStage": "false",
-    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+    **INTERPRETED,
     "spark.sql.autoBroadcastJoinThreshold": "-1",
     _EXCLUDED_RULES: PUSH_DOWN_SEMI_JOINS,
     "spark.sql.shuffle.partitions": "1",

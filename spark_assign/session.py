@@ -18,6 +18,11 @@ MEMORY_PAGE_SIZE = "2m"
 BROADCAST_BLOCK_SIZE = "512k"
 #: Spark's setting that carries the JVM's exchanges with Python workers over Unix domain sockets
 UNIX_SOCKETS = "spark.python.unix.domain.socket.enabled"
+#: Spark's interpreted execution: operators and expressions run without generated code, so no
+#: plan compiles Java classes. For plans over few rows, whose compilation would cost more than
+#: their run: every small call (:data:`~spark_assign.lineage.SMALL_CALL_SETTINGS`), and the test
+#: suite's sessions. ``factoryMode`` is one of Spark's internal settings
+INTERPRETED = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
 
 
 def local_session(

@@ -3,16 +3,16 @@ a killed recording, a lost executor). What those tests check is packaging, commi
 lost executor's blocks, not how fast plans run, and a new JVM spends most of a short run
 compiling: with C1 only (no C2 compiler) and every plan interpreted (no generated classes), the
 wheel's two pipeline runs took 42.7 s instead of 59.4 s on 2 cores (BENCHMARKS.md, "The
-test suite's runs in new JVMs"). Those runs therefore do not exercise Spark's generated code:
-the in-process tests do.
+test suite's runs in new JVMs"). The run's own session is interpreted too (conftest.py); Spark's
+generated code is exercised by tests/test_codegen.py.
 """
 
 from __future__ import annotations
 
+from spark_assign.session import INTERPRETED
+
 #: the JVM option: the client compiler only
 C1_ONLY = "-XX:TieredStopAtLevel=1"
-#: Spark's settings: interpreted operators and expressions, no generated code
-INTERPRETED = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
 
 
 def submit_args() -> str:
