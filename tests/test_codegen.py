@@ -75,7 +75,7 @@ def _generated(spark, fn):
                 spark.conf.set(k, v)
 
 
-def _assignments(spark, members, partitions, lags, *, check: bool = False) -> list[tuple]:
+def _assignments(members, partitions, lags, *, check: bool = False) -> list[tuple]:
     """Every call of :data:`CALLS`, its rows labelled, collected; with ``check``, the
     cooperative-sticky result's property check too."""
     rows = []
@@ -93,9 +93,9 @@ def test_generated_code_gives_the_interpreted_rows(spark, inputs, capsys):
     (interpreted; tests/test_lineage.py holds a small call's rows equal to a large call's)."""
     members, partitions, lags = inputs
     capsys.readouterr()
-    generated = _generated(spark, lambda: _assignments(spark, members, partitions, lags, check=True))
+    generated = _generated(spark, lambda: _assignments(members, partitions, lags, check=True))
     assert "*(" in capsys.readouterr().out  # the plan ran compiled: a whole-stage code generation stage
-    interpreted = _assignments(spark, members, partitions, lags)
+    interpreted = _assignments(members, partitions, lags)
     schema = "call string, group_id string, member_id string, topic string, partition int"
     assert_df_equality(spark.createDataFrame(generated, schema), spark.createDataFrame(interpreted, schema),
                        ignore_row_order=True)
