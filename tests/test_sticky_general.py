@@ -308,10 +308,10 @@ def test_round_cap_raises_naming_the_group(spark):
 def test_a_stickiness_round_searches_only_the_groups_the_round_before_changed(general_run, monkeypatch):
     """A group whose stickiness round found no chain keeps its state, so the next round
     leaves it out; each group's counts are still those of the call over every group."""
-    import spark_assign.strategies.sticky_general as sticky_general
+    import spark_assign.strategies.sticky_chains as sticky_chains
 
     searched, changed = [], []
-    chain_moves = sticky_general._chain_moves
+    chain_moves = sticky_chains.chain_moves
 
     def recorded(s):
         moves = chain_moves(s)
@@ -319,7 +319,7 @@ def test_a_stickiness_round_searches_only_the_groups_the_round_before_changed(ge
         changed.append({r.group_id for r in moves.select("group_id").distinct().collect()})
         return moves
 
-    monkeypatch.setattr(sticky_general, "_chain_moves", recorded)
+    monkeypatch.setattr(sticky_chains, "chain_moves", recorded)
     groups = sorted(general_run["groups"])[::3]  # a third of them: a call of its own
     members = general_run["members"].where(F.col("group_id").isin(groups))
     counts = target_counts(members, general_run["partitions"], general_run["owned"].where(F.col("group_id").isin(groups)))
@@ -338,7 +338,7 @@ def test_pairing_stops_at_its_first_round_that_moves_nothing(general_run, monkey
     import spark_assign.strategies.sticky_general as sticky_general
 
     steps = []  # ("pair", moved partitions) or ("fill", None), in the order the rounds ran
-    pair_moves, water_round = sticky_general._pair_moves, sticky_general._round
+    pair_moves, water_round = sticky_general.pair_moves, sticky_general.balancing_round
 
     def pairing(mem, rnd):
         moves = pair_moves(mem, rnd)
@@ -349,8 +349,8 @@ def test_pairing_stops_at_its_first_round_that_moves_nothing(general_run, monkey
         steps.append(("fill", None))
         return water_round(s)
 
-    monkeypatch.setattr(sticky_general, "_pair_moves", pairing)
-    monkeypatch.setattr(sticky_general, "_round", filling)
+    monkeypatch.setattr(sticky_general, "pair_moves", pairing)
+    monkeypatch.setattr(sticky_general, "balancing_round", filling)
     groups = sorted(general_run["groups"])[1::3]  # a third of them: a call of its own
     members = general_run["members"].where(F.col("group_id").isin(groups))
     partitions = general_run["partitions"]
