@@ -18,8 +18,6 @@ from .sticky_counts import STATE, move_deltas, with_loads
 #: cap on the stickiness rounds after balancing (each makes at most one chain of moves per
 #: group; stopping there leaves a valid, balanced, slightly less sticky assignment)
 MAX_STICKY_ROUNDS = 50
-
-
 #: short subscriptions (holding fewer than owned) per group a stickiness round starts chains from
 STICKY_STARTS = 4
 

@@ -26,7 +26,6 @@ STATE = [
 ]
 
 
-
 def _water_fill(rows: DataFrame, units: str, base: str, own: str | None = None, cur: str | None = None) -> DataFrame:
     """Water-fill ``units`` (a per-(group, topic) column) over the rows of each
     ``(group_id, topic)`` by ``base`` load: add ``fill`` so that the lowest rows

@@ -19,7 +19,6 @@ MEMBER_ROWS = [
     "group_id", "member_id", "member_index", "member_load", "target_load", "subscribed_topics", "diff_by_topic"]
 
 
-
 def member_rows(state: DataFrame, subscribers: DataFrame | None = None) -> DataFrame:
     """One row per member of the state (:data:`STATE`), what a pairing round reads
     (:func:`_with_topic_sets`): ``member_load``, ``target_load``, the indexes of the
@@ -122,9 +121,9 @@ def pair_moves(mem: DataFrame, rnd: int) -> DataFrame:
     (one row per partition moved).
 
     Every window and aggregation here is keyed by group and more, so with ``mem``
-    partitioned by group (``partitioned_by(mem, "group_id")``, as :func:`target_counts`
-    passes it) a round shuffles nothing: givers and receivers meet in a window over
-    their slot, not in a join."""
+    partitioned by group (``partitioned_by(mem, "group_id")``, as
+    :func:`.sticky_general.target_counts` passes it) a round shuffles nothing: givers
+    and receivers meet in a window over their slot, not in a join."""
     mem = _with_topic_sets(mem)
     # side 1: givers (above target), side 2: receivers; a unit per partition above / below
     load, target = F.col("member_load"), F.col("target_load")
