@@ -163,16 +163,17 @@ def conform_columns(df: DataFrame, columns: dict[str, T.DataType], required, wha
     return df if unchanged else df.selectExpr(*exprs)
 
 
-def normalize_members(members: DataFrame) -> DataFrame:
-    """Members with every contract column, typed, subscriptions de-duplicated.
+def normalize_members(members: DataFrame, *, keep: dict[str, T.DataType] | None = None) -> DataFrame:
+    """Members with every contract column, typed, subscriptions de-duplicated; ``keep``: more
+    columns of ``members`` (name -> type) carried in the same projection, after them.
 
     >>> normalize_members(spark.createDataFrame(
     ...     [("g", "m1", ["t"])], "group_id string, member_id string, topics array<string>"
     ... )).columns  # doctest: +SKIP
     ['group_id', 'member_id', 'group_instance_id', 'rack', 'topics', 'owned', 'generation', 'assignors']
     """
-    return conform_columns(members, MEMBER_COLUMNS, REQUIRED_MEMBER_COLUMNS, "members", MissingColumnError,
-                           normalized={"topics": "array_distinct(filter({}, t -> t IS NOT NULL))"})
+    return conform_columns(members, {**MEMBER_COLUMNS, **(keep or {})}, REQUIRED_MEMBER_COLUMNS, "members",
+                           MissingColumnError, normalized={"topics": "array_distinct(filter({}, t -> t IS NOT NULL))"})
 
 
 def normalize_partitions(partitions: DataFrame) -> DataFrame:

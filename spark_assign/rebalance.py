@@ -39,6 +39,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from .assign import GROUP_PROTOCOLS, strategy_name
 from .errors import AssignmentPropertyError, InvalidOptionError, raise_if_rows
@@ -113,26 +114,27 @@ class RebalanceResult:
 
 
 
+#: the extra member columns that set a value per group (the highest of its members')
+GROUP_SETTINGS = ("protocol_rule", "group_protocol", "remote_assignor")
+
+
 def _with_extra(members: DataFrame) -> tuple[DataFrame, list[str], DataFrame | None, bool]:
     """Normalized members plus the input's extra columns (``protocol`` and others), and
     whether the input was stored. With extra columns the input is read several times
-    (joined back per member and aggregated per group): it is cut from its lineage first,
-    so that a costly lazy input (a simulation step's members) is planned and computed once."""
-    m = normalize_members(members)
-    extra = [c for c in members.columns if c not in m.columns]
+    (joined back per member): it is cut from its lineage first, so that a costly lazy input
+    (a simulation step's members) is planned and computed once. The member's ``protocol``
+    and the per-group settings (:data:`GROUP_SETTINGS`) stay in the normalized members'
+    projection (the same rows: no join), as strings."""
+    extra = [c for c in members.columns if c not in MEMBER_COLUMNS]
     on_driver = stored_rows(members) is not None  # a small call's input is a local relation already
     if extra and not on_driver:
         members = materialize(members, eager=False)
-        m = normalize_members(members)
     stored = bool(extra) or on_driver
-    if "protocol" not in members.columns:
+    m = normalize_members(members, keep={c: T.StringType() for c in ("protocol", *GROUP_SETTINGS) if c in extra})
+    if "protocol" not in extra:
         m = m.withColumn("protocol", F.lit(None).cast("string"))
-        extra_df = members.select(_G, "member_id", *extra) if extra else None
-    else:
-        extra_df = members.select(_G, "member_id", *extra)
-        extra = [c for c in extra if c != "protocol"]
-        m = one_partition(m.join(extra_df.select(_G, "member_id", "protocol"), [_G, "member_id"], "left"))
-        extra_df = members.select(_G, "member_id", *extra) if extra else None
+    extra = [c for c in extra if c != "protocol"]
+    extra_df = members.select(_G, "member_id", *extra) if extra else None
     return m, extra, extra_df, stored
 
 
@@ -155,6 +157,7 @@ def rebalance(
     validate: bool = True,
     group_protocol: str = "classic",
     rejoined: DataFrame | None = None,
+    owners: DataFrame | None = None,
     **options: Any,
 ) -> RebalanceResult:
     """Rebalance every group in ``members``: selection, protocol, revocations,
@@ -185,7 +188,11 @@ def rebalance(
     each member's under its own member id or, for the static members it lists, under
     ``previous_member_id`` (as :func:`~spark_assign.ownership.owned_from_history` gives
     them): the first round's moves since that generation are then known without
-    reading it back when recording.
+    reading it back when recording. ``owners`` (``group_id, member_id, topic, partition``),
+    when given, is each partition's owner before the rebalance as the caller knows it
+    (:func:`~spark_assign.simulate.simulate`'s carried ownership, ``departed`` included):
+    the owned lists then hold partitions of ``partitions`` only, each once, and their claims
+    are not resolved or looked up in the metadata again.
 
     ``group_protocol="consumer"`` (or a ``group_protocol`` column in ``members``, per
     group) runs KIP-848's reconciliation instead of JoinGroup rounds
@@ -222,7 +229,7 @@ def rebalance(
         departed = materialize(departed.select(_G, "member_id", *_TP, "kind"), eager=False)
     prep = _prepare(members, partitions, protocol_rule=protocol_rule, strategy=strategy, unavailable=unavailable,
                     departed=departed, first_generation=first_generation, history=history, validate=validate,
-                    group_protocol=group_protocol, rejoined=rejoined)
+                    group_protocol=group_protocol, rejoined=rejoined, owners=owners)
     rounds: list[Round] = []
     problems: list[DataFrame] = []  # with ``check``
     state = prep.members  # members of groups still rebalancing, with their current owned/generation
@@ -272,7 +279,8 @@ def rebalance(
 
 def _prepare(members: DataFrame, partitions: DataFrame, *, protocol_rule: str, strategy: str | None,
              unavailable: DataFrame | None, departed: DataFrame | None, first_generation: int | None,
-             history: Any, validate: bool, group_protocol: str, rejoined: DataFrame | None) -> Prepared:
+             history: Any, validate: bool, group_protocol: str, rejoined: DataFrame | None,
+             owners: DataFrame | None = None) -> Prepared:
     """Selection, protocols, the owner of each partition before the rebalance and the
     generation numbering: everything the rounds share (one action: the assignors to run)."""
     m, extra, extra_df, stored = _with_extra(members)
@@ -281,7 +289,7 @@ def _prepare(members: DataFrame, partitions: DataFrame, *, protocol_rule: str, s
     if strategy is not None:
         m = m.withColumn("assignors", F.expr(f"array({sql_string(strategy_name(strategy))})"))
     # each group's protocol; consumer groups (KIP-848) list the broker's assignor
-    m = with_group_protocols(m, extra_df, extra, group_protocol=group_protocol, strategy=strategy)
+    m = with_group_protocols(m, group_protocol=group_protocol, strategy=strategy)
     # a small leaf: the selection and protocol plans below reuse it many times. Stored by
     # the first action that reads it (the validation's), so that a costly lazy input (the
     # ownership carried from the history) is computed once. In a small call whose input
@@ -291,13 +299,12 @@ def _prepare(members: DataFrame, partitions: DataFrame, *, protocol_rule: str, s
         m = materialize_state(m, eager=False)
     if validate:
         validate_inputs(m, p, common_assignor=True)  # one action for both checks
-    # the protocol rule: the argument, or per group from an extra ``protocol_rule`` column
+    # the protocol rule: the argument, or per group from an extra ``protocol_rule`` column (a
+    # window over the group's rows, which the group protocol's window has partitioned already)
+    rule = sql_string(protocol_rule)
     if "protocol_rule" in extra:
-        assert extra_df is not None  # the columns listed in ``extra`` come from it
-        rules = extra_df.groupBy(_G).agg(F.expr(f"coalesce(max(protocol_rule), {sql_string(protocol_rule)}) AS _rule"))
-        m = one_partition(m.join(rules, _G))
-    else:
-        m = m.selectExpr("*", f"{sql_string(protocol_rule)} AS _rule")
+        rule = f"coalesce(max(protocol_rule) OVER (PARTITION BY {_G}), {rule})"
+    m = m.selectExpr("*", f"{rule} AS _rule").drop(*GROUP_SETTINGS)
     if strategy is not None:
         # every member of a group lists the same one assignor (the forced one, or in a consumer
         # group the broker's): it is selected with every member's vote, and under either rule
@@ -333,8 +340,11 @@ def _prepare(members: DataFrame, partitions: DataFrame, *, protocol_rule: str, s
     # the owner before this rebalance (also of a topic it no longer subscribes to): a
     # partition revoked in one round and handed over in the next has moved from it
     first = [_G, *_TP, "member_id AS _first"]
-    first_owner = resolve_owned(normalize_members(m), full_p, subscribed_only=False).selectExpr(*first)
-    if departed is not None:  # a departed member's partitions move when someone else gets them
+    if owners is not None:  # the caller's (departed included): nothing to resolve
+        first_owner = owners.selectExpr(*first)
+    else:
+        first_owner = resolve_owned(normalize_members(m), full_p, subscribed_only=False).selectExpr(*first)
+    if departed is not None and owners is None:  # a departed member's partitions move when someone else gets them
         first_owner = first_owner.unionByName(
             departed.selectExpr(*first).join(first_owner.selectExpr(_G, *_TP), [_G, *_TP], "left_anti"))
     if rejoined is not None:  # the owners are the latest generation's: the member id each held them under there
@@ -363,7 +373,8 @@ def _prepare(members: DataFrame, partitions: DataFrame, *, protocol_rule: str, s
     # the needed counts (read by every round's summary): each computed once, stored by its first reader
     return Prepared(members=materialize_state(m.join(base, _G), eager=False), partitions=p,
                     all_partitions=full_p, runs=runs, first_owner=materialize(first_owner, eager=False),
-                    needed=materialize(needed, eager=False), extra_df=extra_df, owned_is_latest=rejoined is not None)
+                    needed=materialize(needed, eager=False), extra_df=extra_df, owned_is_latest=rejoined is not None,
+                    owned_known=owners is not None)
 
 
 def _members_after(prep: Prepared, final: DataFrame, summary: DataFrame) -> DataFrame:

@@ -40,7 +40,9 @@ class Prepared:
     * ``extra_df``: the input's extra columns, by member;
     * ``owned_is_latest``: the owned lists are the groups' latest recorded generation, so
       round 1's moves since that generation are its moves since the owners before, by the
-      member id they had there (``first_owner``'s ``_first_id``, where it differs).
+      member id they had there (``first_owner``'s ``_first_id``, where it differs);
+    * ``owned_known``: the owned lists hold partitions of the metadata only, each once (the
+      caller gave the owners: :func:`~spark_assign.rebalance.rebalance`'s ``owners``).
     """
 
     members: DataFrame
@@ -51,6 +53,7 @@ class Prepared:
     needed: DataFrame
     extra_df: DataFrame | None
     owned_is_latest: bool = False
+    owned_known: bool = False
 
 
 @dataclass
@@ -68,14 +71,13 @@ class Round:
     members: DataFrame | None = None
 
 
-def _owned_rows(members: DataFrame, partitions: DataFrame, *columns: str) -> DataFrame:
+def _owned_rows(members: DataFrame, partitions: DataFrame | None, *columns: str) -> DataFrame:
     """One row per distinct owned partition of each member that is in ``partitions``:
-    ``group_id, member_id, *columns, topic, partition`` (``columns``: member columns carried along)."""
+    ``group_id, member_id, *columns, topic, partition`` (``columns``: member columns carried
+    along). ``partitions`` None: the owned lists hold partitions of the metadata only."""
     cols = [_G, "member_id", *columns]
-    return (
-        members.selectExpr(*cols, "explode(array_distinct(owned)) AS tp").selectExpr(*cols, "tp.topic", "tp.partition")
-        .join(partitions.selectExpr(*_TP), _TP, "left_semi")
-    )
+    rows = members.selectExpr(*cols, "explode(array_distinct(owned)) AS tp").selectExpr(*cols, "tp.topic", "tp.partition")
+    return rows if partitions is None else rows.join(partitions.selectExpr(*_TP), _TP, "left_semi")
 
 
 #: the runs one sticky assignment serves together: the client sticky assignors (the
@@ -144,7 +146,9 @@ def run_round(prep: Prepared, state: DataFrame, rnd: int, runs: list[str], prev_
     # (:func:`~spark_assign.rebalance._prepare`): the assignors read short plans over them,
     # with no store of their own (one action each, the plan's work is a filter)
     small = in_small_call()
-    owned = _owned_rows(state, prep.all_partitions, "_proto", "_gproto", "_rule", "protocol", "_gen")
+    # after round 1 the owned lists are the last round's assignment: partitions of the metadata
+    known = rnd > 1 or prep.owned_known
+    owned = _owned_rows(state, None if known else prep.all_partitions, "_proto", "_gproto", "_rule", "protocol", "_gen")
     columns = list(MEMBER_COLUMNS)  # normalize_members' columns
     parts = []
     together = sticky_runs(runs, rnd, run_options)
@@ -165,9 +169,11 @@ def run_round(prep: Prepared, state: DataFrame, rnd: int, runs: list[str], prev_
     if not parts:  # no group to assign (a round always has some: a guard for empty input)
         parts.append(state.selectExpr(_G, "member_id", "CAST(NULL AS STRING) AS topic",
                                       "CAST(NULL AS INT) AS partition").limit(0))
-    round_gens = state.selectExpr(_G, "_gen").distinct()  # one row per group
+    # the round's generation through each row's member (a broadcast of the members: a distinct
+    # per group was a shuffle more)
+    member_gens = state.selectExpr(_G, "member_id", "_gen")
     in_round = [_G, "_gen AS generation", f"{rnd} AS round", "member_id", *_TP]
-    a = materialize(join_small(union_all(parts), round_gens, _G).selectExpr(*in_round))
+    a = materialize(join_small(union_all(parts), member_gens, [_G, "member_id"]).selectExpr(*in_round))
     # revocations: EAGER gives up everything; COOPERATIVE what it no longer gets;
     # a member that held under COOPERATIVE and now faces an EAGER assignor (dynamic rule) loses
     is_lost = f"_rule = 'dynamic' AND protocol = {sql_string(COOPERATIVE)} AND _gproto = {sql_string(EAGER)}"
@@ -176,7 +182,9 @@ def run_round(prep: Prepared, state: DataFrame, rnd: int, runs: list[str], prev_
     rev = owned.join(kept_flag, [_G, "member_id", *_TP], "left").selectExpr(*in_round, f"{kind} AS kind").where(
         "kind IS NOT NULL")
     if departed is not None:
-        rev = rev.unionByName(departed.join(round_gens, _G).selectExpr(*in_round, "coalesce(kind, 'revoked') AS kind"))
+        round_gens = state.selectExpr(_G, "_gen").distinct()  # one row per group
+        rev = rev.unionByName(join_small(departed, round_gens, _G).selectExpr(
+            *in_round, "coalesce(kind, 'revoked') AS kind"))
     rev = materialize(rev)
     s = round_summary(prep, state, a, rev, rnd, prev_a)
     # one action computes and stores the summary and lists the runs of the groups still pending

@@ -19,7 +19,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from .assign import PROTOCOL_STRATEGIES, SERVER_ALIASES, assign, strategy_name
-from .frames import join_small, sql_string
+from .frames import sql_string
 from .lineage import in_small_call, materialize_state
 from .owned import partition_claims, without_transfers
 from .protocol import CONSUMER
@@ -30,29 +30,29 @@ _G = "group_id"
 SERVER_RUN = "consumer:"
 
 
-def with_group_protocols(m: DataFrame, extra_df: DataFrame | None, extra: list[str], *, group_protocol: str,
-                         strategy: str | None) -> DataFrame:
-    """``m`` with ``_gp`` (each group's protocol: ``group_protocol``, or an extra
-    ``group_protocol`` column per group) and, in consumer groups, ``assignors`` set to
-    the broker's assignor: ``strategy`` when it is one of the broker's, else the
+def with_group_protocols(m: DataFrame, *, group_protocol: str, strategy: str | None) -> DataFrame:
+    """``m`` with ``_gp`` (each group's protocol: ``group_protocol``, or a
+    ``group_protocol`` column of ``m``, per group) and, in consumer groups, ``assignors`` set
+    to the broker's assignor: ``strategy`` when it is one of the broker's, else the
     group's ``remote_assignor`` column (KIP-848's ``group.remote.assignor``), else
-    ``uniform`` (the broker's default). The members' own lists play no part."""
-    if "group_protocol" in extra:
-        assert extra_df is not None  # the columns listed in ``extra`` come from it
-        gp = extra_df.groupBy(_G).agg(F.expr(f"coalesce(max(group_protocol), {sql_string(group_protocol)}) AS _gp"))
-        m = join_small(m, gp, _G)
-    else:
-        m = m.withColumn("_gp", F.expr(sql_string(group_protocol)))
+    ``uniform`` (the broker's default). The members' own lists play no part. A group's
+    value is the highest of its members' (a window over the group's rows: one shuffle,
+    where aggregates joined back took two and their broadcasts).
+
+    >>> m = with_group_protocols(m, group_protocol="classic", strategy=None)  # doctest: +SKIP
+    """
     # SQL text: one JVM call an expression, where column functions take several each
+    over_group = f"OVER (PARTITION BY {_G})"
+    gp = sql_string(group_protocol)
+    if "group_protocol" in m.columns:
+        gp = f"coalesce(max(group_protocol) {over_group}, {gp})"
     forced = strategy_name(strategy) if strategy is not None else None
     server = sql_string(forced if forced in PROTOCOL_STRATEGIES["consumer"] else "uniform")
-    if "remote_assignor" in extra and forced not in PROTOCOL_STRATEGIES["consumer"]:
+    if "remote_assignor" in m.columns and forced not in PROTOCOL_STRATEGIES["consumer"]:
         names = ", ".join(f"{sql_string(k)}, {sql_string(v)}" for k, v in [*SERVER_ALIASES.items(), *(
             (n, n) for n in PROTOCOL_STRATEGIES["consumer"])])
-        assert extra_df is not None
-        remote = extra_df.groupBy(_G).agg(F.expr("max(remote_assignor) AS _remote"))
-        m = join_small(m, remote, _G, "left")
-        server = f"coalesce(map({names})[_remote], {server})"
+        server = f"coalesce(map({names})[max(remote_assignor) {over_group}], {server})"
+    m = m.selectExpr("*", f"{gp} AS _gp")
     return m.withColumn("assignors", F.expr(f"CASE WHEN _gp = 'consumer' THEN array({server}) ELSE assignors END"))
 
 

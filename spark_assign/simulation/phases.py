@@ -28,7 +28,7 @@ from pyspark.sql import functions as F
 from ..frames import GROUP as _G
 from ..frames import join_small, one_partition, per_group, sql_name, union_all
 from ..inputs import owned_or_empty
-from ..lineage import in_small_call, materialize_state
+from ..lineage import in_small_call, materialize_state, partitioned_by
 from ..rebalance import rebalance
 
 #: separates the group from the topic in group-scoped topic names
@@ -158,15 +158,17 @@ def _carry_ownership(state: ReplayState, step: Step, dep_kinds: DataFrame,
     # one_partition: in a small replay, joins of joins shuffle nothing (frames.one_partition)
     ok = join_small(state.owned, sk.selectExpr(_G), _G, "left_semi")
     in_roster = roster.selectExpr(_G, "member_id")
-    stay = ok.join(in_roster, [_G, "member_id"], "left_semi")
-    gone = one_partition(ok.join(in_roster, [_G, "member_id"], "left_anti"))
+    # the roster's members are a few rows per group: broadcast, so that the owned rows are not
+    # shuffled for them (adaptive execution broadcasts them anyway, after both shuffles ran)
+    stay = join_small(ok, in_roster, [_G, "member_id"], "left_semi")
+    gone = join_small(ok, in_roster, [_G, "member_id"], "left_anti")
     heirs = roster.where("group_instance_id IS NOT NULL").selectExpr(
         _G, "member_id AS _heir", "group_instance_id AS _hiid")
     inherited = one_partition(gone.join(heirs, [_G]).where("group_instance_id = _hiid").selectExpr(
         _G, "_heir AS member_id", "_hiid AS group_instance_id", "topic", "partition"))
     departed = one_partition(gone.join(inherited.selectExpr(_G, "topic", "partition"), [_G, "topic", "partition"],
                                        "left_anti"))
-    departed = departed.join(dep_kinds.where(f"step = {int(step.k)}").drop("step"), [_G, "member_id"], "left")
+    departed = join_small(departed, dep_kinds.where(f"step = {int(step.k)}").drop("step"), [_G, "member_id"], "left")
     # read by the held state, the flags and the rebalance: stored by the first of them
     departed = materialize_state(departed, eager=False)
     # delayed resolution: returns take their partitions back, deadlines release them
@@ -221,8 +223,12 @@ def _rebalance_step(state: ReplayState, step: Step, flags: DataFrame, rb_groups:
                    if state.lags is not None else None)
     dep_rows = departed.join(rb_groups, _G, "left_semi").selectExpr(
         _G, "member_id", f"{scope()} AS topic", "partition", "kind")
+    # who owns what before the rebalance is known: each partition once, departures included
+    owners = owned_now.join(rb_groups, _G, "left_semi").selectExpr(
+        _G, "member_id", f"{scope()} AS topic", "partition").unionByName(dep_rows.drop("kind"))
     r = rebalance(members, scoped_parts, lags=scoped_lags, protocol_rule=protocol_rule, max_rounds=max_rounds,
-                  unavailable=unavailable, departed=dep_rows, validate=False, strategy=strategy, **options)
+                  unavailable=unavailable, departed=dep_rows, validate=False, strategy=strategy, owners=owners,
+                  **options)
     last = r.summary.groupBy(_G).agg(F.expr(
         "max_by(named_struct('generation', generation, 'protocol', protocol), round) AS _l"))
     state.groups = materialize_state(state.groups.join(per_group(last.selectExpr(_G)), _G, "left_anti").unionByName(
@@ -245,7 +251,7 @@ def _rebalance_step(state: ReplayState, step: Step, flags: DataFrame, rb_groups:
         else:
             rows = rows.selectExpr("*", "CAST(NULL AS BIGINT) AS lag")
         out.rows.append(materialize_state(rows.withColumn("topic", F.expr(unscope())), accumulates=True))
-    return r.final.join(step.roster.selectExpr(_G, "member_id", "group_instance_id"), [_G, "member_id"]).selectExpr(
+    return join_small(r.final, step.roster.selectExpr(_G, "member_id", "group_instance_id"), [_G, "member_id"]).selectExpr(
         _G, "member_id", "group_instance_id", f"{unscope()} AS topic", "partition")
 
 
@@ -266,7 +272,7 @@ def _members_for(roster: DataFrame, owned: DataFrame, group_state: DataFrame, fl
         f"array_sort(collect_list(named_struct('topic', {scope()}, 'partition', CAST(partition AS INT)))) AS _o"))
     group_flags = flags.selectExpr(_G, "_rule AS protocol_rule", "_gp AS group_protocol",
                                    "CASE WHEN _gp = 'consumer' THEN _strategy END AS remote_assignor")
-    return roster.join(o, [_G, "member_id"], "left").join(per_group(group_state), _G, "left").join(
+    return join_small(roster, o, [_G, "member_id"], "left").join(per_group(group_state), _G, "left").join(
         per_group(group_flags), _G).selectExpr(
         _G, "member_id", "group_instance_id", "rack",
         f"transform(coalesce(topics, CAST(array() AS array<string>)), t -> {scope('t')}) AS topics",
@@ -282,19 +288,33 @@ def _members_for(roster: DataFrame, owned: DataFrame, group_state: DataFrame, fl
 
 def _step_stats(flags: DataFrame, roster: DataFrame, meta: DataFrame, owned: DataFrame) -> DataFrame:
     """Per group of the step: its partitions, the unassigned ones and the idle ones
-    (owned by members away: crashed, or left statically, not yet expired)."""
-    # one_partition: in a small replay, joins of joins shuffle nothing (frames.one_partition)
-    subs = one_partition(roster.selectExpr(_G, "explode(topics) AS topic").distinct().join(meta, [_G, "topic"]))
-    total = subs.groupBy(_G).agg(F.expr("sum(partitions) AS _total"))
-    o = one_partition(join_small(owned, flags.selectExpr(_G), _G, "left_semi").join(
-        subs.selectExpr(_G, "topic"), [_G, "topic"], "left_semi"))
-    away = roster.where("status = 'away'").selectExpr(_G, "member_id")
-    cnt = o.groupBy(_G).agg(F.expr("count(*) AS _owned"))
-    idle = one_partition(o.join(away, [_G, "member_id"], "left_semi")).groupBy(_G).agg(F.expr("count(*) AS _idle"))
-    joined = one_partition(one_partition(flags.join(total, _G, "left")).join(cnt, _G, "left"))
-    return joined.join(idle, _G, "left").selectExpr(
+    (owned by members away: crashed, or left statically, not yet expired).
+
+    Every row the counts read (the step's flags, the roster's subscriptions, the metadata and
+    the owned partitions) in one frame partitioned by group: one shuffle, after which the
+    windows (a topic's subscribers and partitions, a member's status) and the aggregation
+    by group shuffle nothing more (joins of their aggregates took about 14 Spark jobs a step)."""
+    rows = partitioned_by(union_all([
+        flags.selectExpr(_G, "step", "at", "kinds", "rebalanced", "1 AS _flag"),
+        roster.selectExpr(_G, "member_id", "explode_outer(topics) AS topic", "1 AS _sub",
+                          "CASE WHEN status = 'away' THEN 1 END AS _away"),
+        meta.selectExpr(_G, "topic", "partitions"),
+        join_small(owned, flags.selectExpr(_G), _G, "left_semi").selectExpr(_G, "member_id", "topic", "1 AS _o"),
+    ], allow_missing=True), _G)
+    # a topic counts when some member of the roster subscribes to it and the metadata has it
+    counted = ("max(_sub) OVER (PARTITION BY group_id, topic) = 1 "
+               "AND max(partitions) OVER (PARTITION BY group_id, topic) IS NOT NULL")
+    rows = rows.selectExpr("*", f"{counted} AS _counted",
+                           "max(_away) OVER (PARTITION BY group_id, member_id) AS _member_away")
+    per_group_counts = rows.groupBy(_G).agg(*map(F.expr, (
+        "max(_flag) AS _flag", "max(step) AS step", "max(at) AS at", "max(kinds) AS kinds",
+        "max(rebalanced) AS rebalanced",
+        "sum(CASE WHEN _counted THEN partitions END) AS _total",
+        "count(CASE WHEN _counted THEN _o END) AS _owned",
+        "count(CASE WHEN _counted AND _member_away = 1 THEN _o END) AS _idle")))
+    return per_group_counts.where("_flag = 1").selectExpr(
         _G, "step", "at", "kinds", "rebalanced",
         "CAST(coalesce(_total, 0) AS BIGINT) AS partitions",
-        "CAST(coalesce(_total, 0) - coalesce(_owned, 0) AS BIGINT) AS unassigned",
-        "CAST(coalesce(_idle, 0) AS BIGINT) AS idle",
+        "CAST(coalesce(_total, 0) - _owned AS BIGINT) AS unassigned",
+        "CAST(_idle AS BIGINT) AS idle",
     )
