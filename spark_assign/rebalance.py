@@ -59,6 +59,7 @@ from .lineage import (
     in_small_call,
     materialize,
     materialize_state,
+    partitioned_by,
     small_call_scope,
     small_call_undecided,
     stored_rows,
@@ -359,8 +360,10 @@ def _prepare(members: DataFrame, partitions: DataFrame, *, protocol_rule: str, s
         sizes = sizes.selectExpr("topic", "_all AS available", "CAST(0 AS BIGINT) AS held_out")
     # per group: the subscribed partitions it hands out and holds out (the same in every
     # round: a pending count is this less the round's assigned count, no join over the partitions)
-    needed = subscriptions(normalize_members(m)).selectExpr(_G, "topic").distinct().join(sizes, "topic").groupBy(
-        _G).agg(F.expr("sum(available) AS _needed"), F.expr("sum(held_out) AS unavailable"))
+    # (partitioned by group once: the distinct and the sums by group shuffle nothing more)
+    subscribed = partitioned_by(subscriptions(normalize_members(m)).selectExpr(_G, "topic"), _G).distinct()
+    needed = join_small(subscribed, sizes, "topic").groupBy(_G).agg(
+        F.expr("sum(available) AS _needed"), F.expr("sum(held_out) AS unavailable"))
     if first_generation is not None:
         base = m.selectExpr(_G).distinct().selectExpr(_G, f"{int(first_generation) - 1} AS _base")
     else:

@@ -162,12 +162,14 @@ def _carry_ownership(state: ReplayState, step: Step, dep_kinds: DataFrame,
     # shuffled for them (adaptive execution broadcasts them anyway, after both shuffles ran)
     stay = join_small(ok, in_roster, [_G, "member_id"], "left_semi")
     gone = join_small(ok, in_roster, [_G, "member_id"], "left_anti")
+    # a gone static member's partitions go to the roster's member of the same instance id (its
+    # heir, broadcast); the others' depart: one join, no lookup of the inherited partitions
     heirs = roster.where("group_instance_id IS NOT NULL").selectExpr(
         _G, "member_id AS _heir", "group_instance_id AS _hiid")
-    inherited = one_partition(gone.join(heirs, [_G]).where("group_instance_id = _hiid").selectExpr(
-        _G, "_heir AS member_id", "_hiid AS group_instance_id", "topic", "partition"))
-    departed = one_partition(gone.join(inherited.selectExpr(_G, "topic", "partition"), [_G, "topic", "partition"],
-                                       "left_anti"))
+    gone_heirs = join_small(gone.selectExpr("*", "group_instance_id AS _hiid"), heirs, [_G, "_hiid"], "left")
+    inherited = gone_heirs.where("_heir IS NOT NULL").selectExpr(
+        _G, "_heir AS member_id", "_hiid AS group_instance_id", "topic", "partition")
+    departed = gone_heirs.where("_heir IS NULL").selectExpr(*map(sql_name, gone.columns))
     departed = join_small(departed, dep_kinds.where(f"step = {int(step.k)}").drop("step"), [_G, "member_id"], "left")
     # read by the held state, the flags and the rebalance: stored by the first of them
     departed = materialize_state(departed, eager=False)
