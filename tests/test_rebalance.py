@@ -115,3 +115,24 @@ def test_sticky_family_in_one_call(spark):
     # follow-up rounds: the cooperative groups hand over what they withheld, the consumer
     # groups what their target moves; the sticky groups (EAGER) are done in one round
     assert {s.group_id.split("#")[1] for s in r.summary.where("round > 1").collect()} == {"coop", "uniform"}
+
+
+def test_given_owners_change_nothing_but_the_plan(spark):
+    """rebalance(owners=...), as simulate() gives its carried ownership: the owners the
+    members' owned lists resolve to give the same rounds, revocations and moves as resolving
+    them inside the call (cooperative and eager groups, joiners and leavers)."""
+    from chispa import assert_df_equality
+
+    from spark_assign.inputs import normalize_members
+    from spark_assign.owned import resolve_owned
+
+    cases = load_cases("protocol/rebalance.yaml")
+    members, partitions = inputs(spark, cases)
+    members = _with_protocol(spark, cases, members)
+    owners = resolve_owned(normalize_members(members), partitions, subscribed_only=False).drop("generation")
+    plain = rebalance(members, partitions, protocol_rule="dynamic")
+    given = rebalance(members, partitions, protocol_rule="dynamic", owners=owners)
+    assert given.rounds == plain.rounds
+    for name in ("summary", "final", "revocations"):
+        assert_df_equality(getattr(given, name), getattr(plain, name), ignore_row_order=True)
+    assert plain.summary.where("moved > 0").count() > 0  # the cases move partitions
