@@ -281,7 +281,7 @@ def rebalance(
 def _prepare(members: DataFrame, partitions: DataFrame, *, protocol_rule: str, strategy: str | None,
              unavailable: DataFrame | None, departed: DataFrame | None, first_generation: int | None,
              history: Any, validate: bool, group_protocol: str, rejoined: DataFrame | None,
-             owners: DataFrame | None = None) -> Prepared:
+             owners: DataFrame | None) -> Prepared:
     """Selection, protocols, the owner of each partition before the rebalance and the
     generation numbering: everything the rounds share (one action: the assignors to run)."""
     m, extra, extra_df, stored = _with_extra(members)
@@ -291,6 +291,12 @@ def _prepare(members: DataFrame, partitions: DataFrame, *, protocol_rule: str, s
         m = m.withColumn("assignors", F.expr(f"array({sql_string(strategy_name(strategy))})"))
     # each group's protocol; consumer groups (KIP-848) list the broker's assignor
     m = with_group_protocols(m, group_protocol=group_protocol, strategy=strategy)
+    # the protocol rule: the argument, or per group from an extra ``protocol_rule`` column (a
+    # window over the group's rows, in the group protocol's window's shuffle: before the store)
+    rule = sql_string(protocol_rule)
+    if "protocol_rule" in extra:
+        rule = f"coalesce(max(protocol_rule) OVER (PARTITION BY {_G}), {rule})"
+    m = m.selectExpr("*", f"{rule} AS _rule").drop(*GROUP_SETTINGS)
     # a small leaf: the selection and protocol plans below reuse it many times. Stored by
     # the first action that reads it (the validation's), so that a costly lazy input (the
     # ownership carried from the history) is computed once. In a small call whose input
@@ -300,12 +306,6 @@ def _prepare(members: DataFrame, partitions: DataFrame, *, protocol_rule: str, s
         m = materialize_state(m, eager=False)
     if validate:
         validate_inputs(m, p, common_assignor=True)  # one action for both checks
-    # the protocol rule: the argument, or per group from an extra ``protocol_rule`` column (a
-    # window over the group's rows, which the group protocol's window has partitioned already)
-    rule = sql_string(protocol_rule)
-    if "protocol_rule" in extra:
-        rule = f"coalesce(max(protocol_rule) OVER (PARTITION BY {_G}), {rule})"
-    m = m.selectExpr("*", f"{rule} AS _rule").drop(*GROUP_SETTINGS)
     if strategy is not None:
         # every member of a group lists the same one assignor (the forced one, or in a consumer
         # group the broker's): it is selected with every member's vote, and under either rule
@@ -345,9 +345,9 @@ def _prepare(members: DataFrame, partitions: DataFrame, *, protocol_rule: str, s
         first_owner = owners.selectExpr(*first)
     else:
         first_owner = resolve_owned(normalize_members(m), full_p, subscribed_only=False).selectExpr(*first)
-    if departed is not None and owners is None:  # a departed member's partitions move when someone else gets them
-        first_owner = first_owner.unionByName(
-            departed.selectExpr(*first).join(first_owner.selectExpr(_G, *_TP), [_G, *_TP], "left_anti"))
+        if departed is not None:  # a departed member's partitions move when someone else gets them
+            first_owner = first_owner.unionByName(
+                departed.selectExpr(*first).join(first_owner.selectExpr(_G, *_TP), [_G, *_TP], "left_anti"))
     if rejoined is not None:  # the owners are the latest generation's: the member id each held them under there
         first_owner = join_small(first_owner, rejoined.selectExpr(
             _G, "member_id AS _first", "previous_member_id AS _first_id"), [_G, "_first"], "left")
