@@ -326,10 +326,16 @@ def _prepare(members: DataFrame, partitions: DataFrame, *, protocol_rule: str, s
     # stored by the action that lists the assignors to run (no action of its own; in a small
     # call the store is the action, and the runs are read off its rows)
     m = materialize_state(m, eager=False)
+    # the same action tells whether any member may keep what it holds (a protocol other than
+    # EAGER): if none does, a round's revocations are every owned partition, with no lookup
+    keeps = f"coalesce(_proto != {sql_string(EAGER)}, true)"
     if (rows := stored_rows(m)) is not None:  # a small call's members are on the driver already
         runs = sorted(set(rows["_run"].to_pylist()))
+        protos = set(rows["_proto"].to_pylist())
+        keeping = bool(protos - {EAGER})
     else:
-        runs = sorted(r._run for r in m.selectExpr("_run").distinct().collect())
+        found = m.selectExpr("_run", f"{keeps} AS _keeps").distinct().collect()
+        runs, keeping = sorted({r._run for r in found}), any(r._keeps for r in found)
     # every round's assignors read the partitions many times: in a small call they are stored
     # once here, and the rounds read them (and the members) without storing them again
     # (:func:`~spark_assign.rebalance_round.run_round`)
@@ -377,7 +383,7 @@ def _prepare(members: DataFrame, partitions: DataFrame, *, protocol_rule: str, s
     return Prepared(members=materialize_state(m.join(base, _G), eager=False), partitions=p,
                     all_partitions=full_p, runs=runs, first_owner=materialize(first_owner, eager=False),
                     needed=materialize(needed, eager=False), extra_df=extra_df, owned_is_latest=rejoined is not None,
-                    owned_known=owners is not None)
+                    owned_known=owners is not None, keeping=keeping)
 
 
 def _members_after(prep: Prepared, final: DataFrame, summary: DataFrame) -> DataFrame:

@@ -42,7 +42,9 @@ class Prepared:
       round 1's moves since that generation are its moves since the owners before, by the
       member id they had there (``first_owner``'s ``_first_id``, where it differs);
     * ``owned_known``: the owned lists hold partitions of the metadata only, each once (the
-      caller gave the owners: :func:`~spark_assign.rebalance.rebalance`'s ``owners``).
+      caller gave the owners: :func:`~spark_assign.rebalance.rebalance`'s ``owners``);
+    * ``keeping``: some member follows a protocol other than EAGER, so it keeps the owned
+      partitions it gets again (else every owned partition is revoked, or lost).
     """
 
     members: DataFrame
@@ -54,6 +56,7 @@ class Prepared:
     extra_df: DataFrame | None
     owned_is_latest: bool = False
     owned_known: bool = False
+    keeping: bool = True
 
 
 @dataclass
@@ -74,9 +77,11 @@ class Round:
 def _owned_rows(members: DataFrame, partitions: DataFrame | None, *columns: str) -> DataFrame:
     """One row per distinct owned partition of each member that is in ``partitions``:
     ``group_id, member_id, *columns, topic, partition`` (``columns``: member columns carried
-    along). ``partitions`` None: the owned lists hold partitions of the metadata only."""
+    along). ``partitions`` None: the owned lists hold partitions of the metadata only, each
+    once (no lookup, and no de-duplication: Spark compares a list's structs pairwise)."""
     cols = [_G, "member_id", *columns]
-    rows = members.selectExpr(*cols, "explode(array_distinct(owned)) AS tp").selectExpr(*cols, "tp.topic", "tp.partition")
+    listed = "owned" if partitions is None else "array_distinct(owned)"
+    rows = members.selectExpr(*cols, f"explode({listed}) AS tp").selectExpr(*cols, "tp.topic", "tp.partition")
     return rows if partitions is None else rows.join(partitions.selectExpr(*_TP), _TP, "left_semi")
 
 
@@ -177,16 +182,33 @@ def run_round(prep: Prepared, state: DataFrame, rnd: int, runs: list[str], prev_
     # revocations: EAGER gives up everything; COOPERATIVE what it no longer gets;
     # a member that held under COOPERATIVE and now faces an EAGER assignor (dynamic rule) loses
     is_lost = f"_rule = 'dynamic' AND protocol = {sql_string(COOPERATIVE)} AND _gproto = {sql_string(EAGER)}"
-    kept_flag = a.selectExpr(_G, "member_id", *_TP, "true AS _kept")  # one row per partition
     kind = f"CASE WHEN {is_lost} THEN 'lost' WHEN _proto = {sql_string(EAGER)} OR _kept IS NULL THEN 'revoked' END"
-    rev = owned.join(kept_flag, [_G, "member_id", *_TP], "left").selectExpr(*in_round, f"{kind} AS kind").where(
-        "kind IS NOT NULL")
+    if prep.keeping:  # what each member gets again: one row per partition
+        kept_flag = a.selectExpr(_G, "member_id", *_TP, "true AS _kept")
+        owned = owned.join(kept_flag, [_G, "member_id", *_TP], "left")
+    else:  # every member follows EAGER: it gives up everything, nothing to look up
+        owned = owned.selectExpr("*", "CAST(NULL AS BOOLEAN) AS _kept")
+    rev = owned.selectExpr(*in_round, f"{kind} AS kind").where("kind IS NOT NULL")
     if departed is not None:
         round_gens = state.selectExpr(_G, "_gen").distinct()  # one row per group
         rev = rev.unionByName(join_small(departed, round_gens, _G).selectExpr(
             *in_round, "coalesce(kind, 'revoked') AS kind"))
-    rev = materialize(rev)
-    s = round_summary(prep, state, a, rev, rnd, prev_a)
+    counts = [_G, "CASE WHEN kind = 'revoked' THEN 1 ELSE 0 END AS revoked",
+              "CASE WHEN kind = 'lost' THEN 1 ELSE 0 END AS lost"]
+    if prep.keeping or not known:
+        rev = materialize(rev)  # read by the summary and by the caller: computed once
+        rev_counts = rev.selectExpr(*counts)
+    else:
+        # every owned partition is revoked or lost, and the lists hold partitions of the metadata
+        # only: the summary counts them per member (no row per partition), and the revocations
+        # stay a lazy plan over the stored members, computed once, by the caller's store
+        size = "coalesce(array_size(owned), 0)"  # each listed once (``known``)
+        rev_counts = state.selectExpr(_G, f"CASE WHEN {is_lost} THEN 0 ELSE {size} END AS revoked",
+                                      f"CASE WHEN {is_lost} THEN {size} ELSE 0 END AS lost")
+        if departed is not None:  # (a group not in the round has no summary row)
+            rev_counts = rev_counts.unionByName(departed.selectExpr(
+                _G, "coalesce(kind, 'revoked') AS kind").selectExpr(*counts))
+    s = round_summary(prep, state, a, rev_counts, rnd, prev_a)
     # one action computes and stores the summary and lists the runs of the groups still pending
     # (in a small call the store was that action: its rows are on the driver already)
     rows = stored_rows(s)
@@ -198,11 +220,12 @@ def run_round(prep: Prepared, state: DataFrame, rnd: int, runs: list[str], prev_
     return Round(assignment=a, revocations=rev, summary=s, pending_runs=sorted(pending))
 
 
-def round_summary(prep: Prepared, state: DataFrame, a: DataFrame, rev: DataFrame, rnd: int,
+def round_summary(prep: Prepared, state: DataFrame, a: DataFrame, rev_counts: DataFrame, rnd: int,
                    prev_a: DataFrame | None) -> DataFrame:
     """Per group of the round: :data:`SUMMARY_COLUMNS`, ``_moved_gen``, the partitions
     held by another member in the previous generation, where known, and ``_run``, the
-    assignor the group ran (stored by the first action that reads it)."""
+    assignor the group ran (stored by the first action that reads it). ``rev_counts``: rows
+    of ``group_id, revoked, lost`` counts the summary adds up."""
     # pending: subscribed partitions (not held out) left unassigned this round. The
     # assignment holds each partition at most once and only for a subscriber (the
     # assignors' contract, checked with ``check``), so it is the subscribed count
@@ -234,7 +257,7 @@ def round_summary(prep: Prepared, state: DataFrame, a: DataFrame, rev: DataFrame
     rows = union_all([
         owners.selectExpr(_G, "1 AS assigned", f"{flag(moved)} AS moved",
                           f"{flag(moved_gen) if moved_gen is not None else 'CAST(NULL AS INT)'} AS _moved_gen"),
-        rev.selectExpr(_G, flag("kind = 'revoked'") + " AS revoked", flag("kind = 'lost'") + " AS lost"),
+        rev_counts,
         state.selectExpr(_G, "1 AS _member", "assignor", "votes", "_gproto AS protocol", "_gen", "_run"),
         prep.needed.selectExpr(_G, "_needed", "unavailable"),
     ], allow_missing=True)

@@ -117,10 +117,13 @@ def test_sticky_family_in_one_call(spark):
     assert {s.group_id.split("#")[1] for s in r.summary.where("round > 1").collect()} == {"coop", "uniform"}
 
 
-def test_given_owners_change_nothing_but_the_plan(spark):
+@pytest.mark.parametrize("strategy", [None, "sticky"])
+def test_given_owners_change_nothing_but_the_plan(spark, strategy):
     """rebalance(owners=...), as simulate() gives its carried ownership: the owners the
     members' owned lists resolve to give the same rounds, revocations and moves as resolving
-    them inside the call (cooperative and eager groups, joiners and leavers)."""
+    them inside the call (cooperative and eager groups, joiners and leavers; with every
+    group on ``sticky``, every member EAGER, so the revocations are counted per member and
+    the members that followed COOPERATIVE lose theirs)."""
     from chispa import assert_df_equality
 
     from spark_assign.inputs import normalize_members
@@ -130,9 +133,11 @@ def test_given_owners_change_nothing_but_the_plan(spark):
     members, partitions = inputs(spark, cases)
     members = _with_protocol(spark, cases, members)
     owners = resolve_owned(normalize_members(members), partitions, subscribed_only=False).drop("generation")
-    plain = rebalance(members, partitions, protocol_rule="dynamic")
-    given = rebalance(members, partitions, protocol_rule="dynamic", owners=owners)
+    plain = rebalance(members, partitions, protocol_rule="dynamic", strategy=strategy)
+    given = rebalance(members, partitions, protocol_rule="dynamic", strategy=strategy, owners=owners)
     assert given.rounds == plain.rounds
     for name in ("summary", "final", "revocations"):
         assert_df_equality(getattr(given, name), getattr(plain, name), ignore_row_order=True)
     assert plain.summary.where("moved > 0").count() > 0  # the cases move partitions
+    if strategy == "sticky":  # the cases revoke and lose partitions
+        assert plain.summary.where("revoked > 0").count() > 0 and plain.summary.where("lost > 0").count() > 0
