@@ -201,7 +201,7 @@ def run_round(prep: Prepared, state: DataFrame, rnd: int, runs: list[str], prev_
     else:
         # every owned partition is revoked or lost, and the lists hold partitions of the metadata
         # only: the summary counts them per member (no row per partition), and the revocations
-        # stay a lazy plan over the stored members, computed once, by the caller's store
+        # stay a lazy plan over the stored members for the caller to store (a replay: once)
         size = "coalesce(array_size(owned), 0)"  # each listed once (``known``)
         rev_counts = state.selectExpr(_G, f"CASE WHEN {is_lost} THEN 0 ELSE {size} END AS revoked",
                                       f"CASE WHEN {is_lost} THEN {size} ELSE 0 END AS lost")
