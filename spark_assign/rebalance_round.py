@@ -189,10 +189,10 @@ def run_round(prep: Prepared, state: DataFrame, rnd: int, runs: list[str], prev_
     else:  # every member follows EAGER: it gives up everything, nothing to look up
         owned = owned.selectExpr("*", "CAST(NULL AS BOOLEAN) AS _kept")
     rev = owned.selectExpr(*in_round, f"{kind} AS kind").where("kind IS NOT NULL")
-    if departed is not None:
+    if departed is not None:  # a departed member's partitions: revoked unless its departure says lost
+        departed = departed.selectExpr(_G, "member_id", *_TP, "coalesce(kind, 'revoked') AS kind")
         round_gens = state.selectExpr(_G, "_gen").distinct()  # one row per group
-        rev = rev.unionByName(join_small(departed, round_gens, _G).selectExpr(
-            *in_round, "coalesce(kind, 'revoked') AS kind"))
+        rev = rev.unionByName(join_small(departed, round_gens, _G).selectExpr(*in_round, "kind"))
     counts = [_G, "CASE WHEN kind = 'revoked' THEN 1 ELSE 0 END AS revoked",
               "CASE WHEN kind = 'lost' THEN 1 ELSE 0 END AS lost"]
     if prep.keeping or not known:
@@ -206,8 +206,7 @@ def run_round(prep: Prepared, state: DataFrame, rnd: int, runs: list[str], prev_
         rev_counts = state.selectExpr(_G, f"CASE WHEN {is_lost} THEN 0 ELSE {size} END AS revoked",
                                       f"CASE WHEN {is_lost} THEN {size} ELSE 0 END AS lost")
         if departed is not None:  # (a group not in the round has no summary row)
-            rev_counts = rev_counts.unionByName(departed.selectExpr(
-                _G, "coalesce(kind, 'revoked') AS kind").selectExpr(*counts))
+            rev_counts = rev_counts.unionByName(departed.selectExpr(*counts))
     s = round_summary(prep, state, a, rev_counts, rnd, prev_a)
     # one action computes and stores the summary and lists the runs of the groups still pending
     # (in a small call the store was that action: its rows are on the driver already)
