@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_small import one_group
 from common import SparkJobs, session, write_results
 from py4j import clientserver
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from spark_assign import assign
@@ -85,7 +85,7 @@ def combined_read(reads: list[tuple[DataFrame, int]]) -> list:
     return out
 
 
-def median_of(fn, repeat: int) -> tuple[float, int]:
+def median_of(spark: SparkSession, fn, repeat: int) -> tuple[float, int]:
     """The median seconds of ``repeat`` runs of ``fn()`` and the Spark jobs of the last."""
     times, jobs = [], 0
     for _ in range(repeat):
@@ -97,7 +97,7 @@ def median_of(fn, repeat: int) -> tuple[float, int]:
     return statistics.median(times), jobs
 
 
-def main() -> None:
+def main(spark: SparkSession) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=30)
     ap.add_argument("--warmups", type=int, default=60)
@@ -111,17 +111,17 @@ def main() -> None:
     for _ in range(args.warmups // 6):  # the reads' plans compiled by the JIT first
         [rows_within(df, n) for df, n in reads], combined_read(reads), noop(spark.range(1))
     rows = []
-    seconds, jobs = median_of(lambda: noop(spark.range(1)), args.repeat)
+    seconds, jobs = median_of(spark, lambda: noop(spark.range(1)), args.repeat)
     rows.append(["the cheapest job: spark.range(1) to the noop sink", f"{seconds * 1000:.0f} ms", jobs, ""])
-    seconds, jobs = median_of(lambda: rows_within(members, SMALL_CALL_ROWS), args.repeat)
+    seconds, jobs = median_of(spark, lambda: rows_within(members, SMALL_CALL_ROWS), args.repeat)
     rows.append(["one limited read of the members (11 rows from Python)", f"{seconds * 1000:.0f} ms", jobs, ""])
     apart, together = [], []
     for order in ("AB", "BA"):
         for mode in order:
             if mode == "A":
-                apart.append(median_of(lambda: [rows_within(df, n) for df, n in reads], args.repeat))
+                apart.append(median_of(spark, lambda: [rows_within(df, n) for df, n in reads], args.repeat))
             else:
-                together.append(median_of(lambda: combined_read(reads), args.repeat))
+                together.append(median_of(spark, lambda: combined_read(reads), args.repeat))
     for label, runs in (("the members' and the partitions' reads, two actions (as a small call reads them)", apart),
                         ("the same rows by one action (a union of the two reads)", together)):
         rows.append([label, " / ".join(f"{s * 1000:.0f} ms" for s, _ in runs), runs[-1][1], ""])
@@ -131,14 +131,14 @@ def main() -> None:
 
         for _ in range(args.warmups):
             call()
-        seconds, jobs = median_of(call, args.repeat)
+        seconds, jobs = median_of(spark, call, args.repeat)
         with Py4jWait() as waited:  # apart: the job count reads the status tracker through py4j
             for _ in range(args.repeat):
                 call()
         rows.append([f"one warm assign(), {strategy}", f"{seconds:.3f} s", jobs, f"{waited.seconds / args.repeat:.3f} s"])
     write_results(
         "fixed_floor", "What a small call's fixed cost is made of",
-        ["what", "median (warm)", "Spark jobs", "of it waiting on py4j calls"], rows,
+        ["what", "median (warm)", "Spark jobs", "waiting on py4j calls (mean per call)"], rows,
         notes=f"Medians of {args.repeat} runs in one warm local[2] session (`bench_fixed_floor.py`), after "
               f"{args.warmups} untimed calls of each strategy; the two ways of reading both inputs ran in the "
               "order A B B A. The py4j column: the seconds per call the driver waited on its py4j calls into the "
@@ -149,4 +149,4 @@ def main() -> None:
 if __name__ == "__main__":
     spark = session(shuffle_partitions=8)
     spark.sparkContext.setLogLevel("ERROR")
-    main()
+    main(spark)
