@@ -35,6 +35,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from spark_assign import assign
+from spark_assign.frames import sql_name
 from spark_assign.lineage import SMALL_CALL_ROWS, rows_within
 
 STRATEGIES = ("range", "roundrobin", "sticky", "cooperative-sticky", "uniform")
@@ -71,7 +72,7 @@ def combined_read(reads: list[tuple[DataFrame, int]]) -> list:
     import pyarrow.compute as pc
 
     names = [f"_read{i}" for i in range(len(reads))]
-    packed = [df.coalesce(1).limit(n + 1).select(F.struct(*[F.col(f"`{c}`") for c in df.columns]).alias(name))
+    packed = [df.coalesce(1).limit(n + 1).select(F.struct(*[F.col(sql_name(c)) for c in df.columns]).alias(name))
               for (df, n), name in zip(reads, names)]
     union = packed[0]
     for part in packed[1:]:
