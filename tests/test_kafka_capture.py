@@ -14,7 +14,7 @@ from chispa import assert_df_equality
 from kafka import TopicPartition
 from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 from kafka.structs import OffsetAndMetadata
-from kafka_broker import Broker, ConsumerGroup, free_port
+from kafka_broker import RACK, SASL_PASSWORD, SASL_USER, Broker, ConsumerGroup, free_port
 
 from spark_assign import HistoryError, InvalidOptionError, assign
 from spark_assign.kafka import (
@@ -27,14 +27,6 @@ from spark_assign.kafka import (
 )
 from spark_assign.kafka import client as kafka_client
 from spark_assign.kafka.capture import _described, _Group
-
-
-@pytest.fixture(scope="module")
-def broker():
-    """A broker per module run: the Connect copy of a test (conftest.py) makes its topics again."""
-    b = Broker()
-    yield b
-    b.stop()
 
 
 def _lag(end, start, committed, reset):
@@ -56,7 +48,7 @@ def test_capture_reports_what_the_consumers_see(spark, broker, tmp_path):
                     for tp in owned if (tp.topic, tp.partition) in commit}
             if mine:
                 group.call(i, lambda c, mine=mine: c.commit(mine))
-        member_ids = group.member_ids()
+        member_ids, owned_live = group.member_ids(), group.assignments()
         snap = capture(spark, broker.bootstrap, ["cap", "ghost"], history=history, capture_id="cap-1", timeout_s=5)
         early = capture(spark, broker.bootstrap, "cap", auto_offset_reset="earliest", timeout_s=5)
         # what the consumers report: the log offsets and the group's committed offsets
@@ -67,15 +59,20 @@ def test_capture_reports_what_the_consumers_see(spark, broker, tmp_path):
 
     groups = {r.group_id: r.asDict() for r in snap.groups.collect()}
     assert {g: (r["captured"], r["state"], r["protocol_type"], r["members_described"], r["members"])
-            for g, r in groups.items()} == {"cap": (True, "Stable", "consumer", 2, 0), "ghost": (True, "Empty", "", 0, 0)}
+            for g, r in groups.items()} == {"cap": (True, "Stable", "consumer", 2, 2), "ghost": (False, "Dead", "", 0, 0)}
+    assert groups["ghost"]["reason"].startswith("Dead: no such group on the cluster")
     assert groups["cap"]["capture_id"] == "cap-1" and isinstance(groups["cap"]["captured_at"], datetime)
-    # tansu returns empty member metadata: every member is reported by its own id
-    problems = snap.problems.collect()
-    assert sorted(p.member_id for p in problems) == sorted(member_ids)
-    assert all(p.group_id == "cap" and "empty subscription metadata" in p.problem for p in problems)
-
+    # the members as the consumers report themselves: ids, subscriptions, assignments, generation,
+    # decoded from the bytes kafka-python wrote (DescribeGroups returns them as sent)
+    assert snap.problems.count() == 0
+    assert groups["cap"]["protocol"] == "range" and groups["cap"]["generation"] is None  # first generation
+    assert sorted((r.member_id, tuple(sorted(r.topics)), tuple(sorted((tp.topic, tp.partition) for tp in r.owned)),
+                   r.generation, tuple(r.assignors)) for r in snap.members.collect()) == sorted(
+        (m, ("cap-orders", "cap-pay"), tuple(sorted((tp.topic, tp.partition) for tp in a)), None, ("range",))
+        for m, a in zip(member_ids, owned_live))
+    # the broker's rack (broker.rack) is every replica's
     assert sorted((r.topic, r.partition, r.racks) for r in snap.partitions.collect()) == [
-        (tp.topic, tp.partition, None) for tp in tps]
+        (tp.topic, tp.partition, [RACK]) for tp in tps]
     for reset, got in (("latest", snap), ("earliest", early)):
         expected = spark.createDataFrame(
             [("cap", tp.topic, tp.partition, *_lag(ends[tp], starts[tp], committed[tp], reset)) for tp in tps],
@@ -121,14 +118,14 @@ def test_unreachable_address_is_named_within_the_timeout(spark):
     assert time.monotonic() - began < 15
 
 
-def test_refused_credentials_name_the_address_and_mechanism(spark):
-    secured = Broker("--authentication")
-    try:
-        with pytest.raises(KafkaUnreachableError, match=f"{secured.bootstrap}.*sasl_mechanism=PLAIN"):
-            capture(spark, secured.bootstrap, ["g"], timeout_s=2, security_protocol="SASL_PLAINTEXT",
-                    sasl_mechanism="PLAIN", sasl_plain_username="ops", sasl_plain_password="wrong")
-    finally:
-        secured.stop()
+def test_refused_credentials_name_the_address_and_mechanism(spark, broker):
+    """The broker's SASL/PLAIN listener: the right password captures, a wrong one is named."""
+    sasl = {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN", "sasl_plain_username": SASL_USER}
+    with pytest.raises(KafkaUnreachableError, match=f"{broker.sasl_bootstrap}.*sasl_mechanism=PLAIN"):
+        capture(spark, broker.sasl_bootstrap, ["g"], timeout_s=3, sasl_plain_password="wrong", **sasl)
+    snap = capture(spark, broker.sasl_bootstrap, ["sasl-none"], timeout_s=5, sasl_plain_password=SASL_PASSWORD,
+                   **sasl)
+    assert snap.groups.select("group_id", "captured").collect() == [("sasl-none", False)]
 
 
 def test_options_are_checked_before_connecting(spark):

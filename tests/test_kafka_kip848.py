@@ -1,10 +1,7 @@
-"""KIP-848 consumer groups: ConsumerGroupDescribe (API 69) sent to a real broker, and a
-populated answer, assembled byte by byte from Kafka's message schema, captured as rows.
-
-tansu answers ConsumerGroupDescribe (it advertises API 69 v0) but has no
-ConsumerGroupHeartbeat (API 68), so no KIP-848 group can form on it: its answers carry no
-members. The members' decoding is checked on bytes built here field by field, independently
-of the schema file the library declares the message with."""
+"""KIP-848 consumer groups: a real group on Apache Kafka captured through ConsumerGroupDescribe
+(API 69), and an answer assembled byte by byte from Kafka's message schema (a group
+mid-reconciliation, a regex subscription), independently of the schema file the library
+declares the message with."""
 
 from __future__ import annotations
 
@@ -14,7 +11,7 @@ from datetime import datetime
 
 import pytest
 from chispa import assert_df_equality
-from kafka_broker import Broker, ConsumerGroup
+from kafka_broker import ConsumerGroup, KIP848Group, stable_capture
 
 from spark_assign import assign, check_assignment
 from spark_assign.kafka import SNAPSHOTS_SCHEMA, Snapshot
@@ -23,26 +20,34 @@ from spark_assign.kafka.capture import KIP848_UNSUPPORTED, _consumer_described, 
 from spark_assign.kafka.kip848 import consumer_group, describe_consumer_groups, messages
 
 
-@pytest.fixture(scope="module")
-def broker():
-    b = Broker()
-    yield b
-    b.stop()
+def test_a_kip848_group_is_captured_as_the_broker_and_its_members_see_it(spark, broker):
+    """confluent-kafka consumers in a KIP-848 group (``group.protocol=consumer``): the capture
+    has the broker's group epoch and assignor, and each member's id, subscription, epoch and
+    assignment as the member's own callbacks report it; ConsumerGroupDescribe of a classic
+    group answers GroupIdNotFound, as Kafka does."""
+    broker.create_topics({"k848-a": 4, "k848-b": 3})
+    with KIP848Group(broker.bootstrap, "k848", ["k848-a", "k848-b"], 3, instance_ids=["s0", None, None]) as group:
+        snap = stable_capture(spark, broker.bootstrap, ["k848"], {"k848": 3})
+        live = group.assignments()
+        static = group.members[0].member_id()
+    g = snap.groups.first()
+    assert (g.group_type, g.state, g.protocol, g.captured, g.members) == ("consumer", "Stable", "uniform", True, 3)
+    assert g.generation == g.assignment_epoch and g.generation >= 1
+    members = {r.member_id: r for r in snap.members.collect()}
+    assert {m: {(tp.topic, tp.partition) for tp in r.owned} for m, r in members.items()} == live
+    assert all(sorted(r.topics) == ["k848-a", "k848-b"] and r.generation == g.generation for r in members.values())
+    assert {m: r.group_instance_id for m, r in members.items()}[static] == "s0"
+    assert sum(len(v) for v in live.values()) == 7 and sorted(len(v) for v in live.values()) == [2, 2, 3]
+    assert {r.rack for r in members.values()} == {None}
+    assert snap.problems.count() == 0
 
-
-def test_a_real_broker_answers_consumer_group_describe(broker):
-    """The request is framed and the answer decoded as tansu sends it, for a classic group it
-    holds and a group it does not know."""
-    broker.create_topics({"kip-t": 2})
-    with ConsumerGroup(broker.bootstrap, "kip-classic", ["kip-t"], 1):
+    with ConsumerGroup(broker.bootstrap, "k848-classic", ["k848-a"], 1):
         admin = kafka_client.connect(broker.bootstrap, timeout_s=5)
         try:
-            got = describe_consumer_groups(admin, ["kip-classic", "kip-unknown"])
+            got = describe_consumer_groups(admin, ["k848-classic"])
         finally:
             admin.close()
-    assert sorted(got) == ["kip-classic", "kip-unknown"]
-    assert {g: (d.error, d.state, d.members) for g, d in got.items()} == {
-        "kip-classic": (None, "Stable", ()), "kip-unknown": (None, "Empty", ())}
+    assert got["k848-classic"].error == "GroupIdNotFoundError"
 
 
 def test_a_broker_without_the_request_leaves_the_group_uncaptured_with_the_reason(broker):

@@ -8,19 +8,12 @@ from __future__ import annotations
 import time
 
 import pytest
-from kafka_broker import Broker, ConsumerGroup, consumer_process, wait_until
+from kafka_broker import ConsumerGroup, consumer_process, wait_until
 
 from spark_assign import AssignmentHistory, assign
 from spark_assign.kafka import capture
 from spark_assign.kafka.assignor import SparkAssignAssignor
 from spark_assign.kafka.live_tables import REBALANCES, latest_rebalances, table_path
-
-
-@pytest.fixture(scope="module")
-def broker():
-    b = Broker()
-    yield b
-    b.stop()
 
 
 def _live(group: ConsumerGroup) -> set[tuple[str, str, int]]:

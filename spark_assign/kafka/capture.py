@@ -174,7 +174,8 @@ def _capture_groups(admin, wanted: list[str] | None, reset: str, history: str | 
             consumer_groups = None
     recorded = latest_rebalances(history, classic) if history is not None and classic else {}
     groups = [_consumer_described(_Group(g, "consumer"), consumer_groups) if listed.get(g) == "consumer"
-              else _described(_Group(g, listed.get(g, "classic")), described.get(g), recorded.get(g)) for g in ids]
+              else _described(_Group(g, listed.get(g, "classic")), described.get(g), recorded.get(g), g in listed)
+              for g in ids]
     live = [g for g in groups if g.captured]
     steps.append("reading the committed offsets")
     committed, failed = client.committed_offsets(admin, [g.group_id for g in live])
@@ -194,15 +195,22 @@ def _capture_groups(admin, wanted: list[str] | None, reset: str, history: str | 
     return [g.record() for g in groups]
 
 
-def _described(g: _Group, d: client.DescribedGroup | None, recorded: dict | None = None) -> _Group:
-    """The group's state, protocol and members from its DescribeGroups answer."""
+def _described(g: _Group, d: client.DescribedGroup | None, recorded: dict | None = None,
+               listed: bool = True) -> _Group:
+    """The group's state, protocol and members from its DescribeGroups answer (``listed``:
+    whether ListGroups named it when the capture began)."""
     if d is None:
         g.reason = "its coordinator did not describe it"
         return g
     g.state, g.protocol_type, g.protocol = d.state, d.protocol_type, d.protocol
     g.members_described = len(d.members)
-    if d.error:
+    if (d.error == "GroupIdNotFoundError" or d.state == "Dead") and not listed:
+        # Kafka 4 answers GroupIdNotFound for a group it does not hold, earlier brokers Dead
+        g.reason = "Dead: no such group on the cluster (never created, deleted, or expired)"
+    elif d.error:
         g.reason = f"DescribeGroups answered {d.error}"
+    elif d.state == "Dead" and not listed:
+        g.reason = "Dead: no such group on the cluster (never created, deleted, or expired)"
     elif d.state == "Dead":
         g.reason = "Dead: the group vanished (deleted, or expired with no members or offsets) during the capture"
     elif d.protocol_type not in ("consumer", ""):

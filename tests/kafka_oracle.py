@@ -1,0 +1,69 @@
+"""Kafka's own assignors as the suite's oracle: ``tests/oracle/KafkaAssignors.java``, compiled
+against the cached Kafka jars (``jars/fetch.py``) and run in a JVM of its own, so Kafka's
+jars never meet Spark's.
+
+>>> run([{"id": "g", "assignor": "range", "topics": {"t": {"count": 2}},
+...       "members": [{"id": "a", "topics": ["t"]}, {"id": "b", "topics": ["t"]}]}])  # doctest: +SKIP
+{'g': {'a': [('t', 0)], 'b': [('t', 1)]}}
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+
+from kafka_broker import KAFKA_VERSION as KAFKA_VERSION
+from kafka_broker import ROOT, classpath
+
+SOURCE = Path(__file__).resolve().parent / "oracle" / "KafkaAssignors.java"
+#: the assignors the oracle runs: the client's, and the broker's (KIP-848)
+CLIENT = ("range", "roundrobin", "sticky", "cooperative-sticky")
+SERVER = ("uniform", "server-range")
+
+
+class OracleError(RuntimeError):
+    pass
+
+
+def _classes() -> Path:
+    """The compiled oracle, in the jar cache under the source's hash (compiled once)."""
+    from fetch import cache_dir
+
+    digest = hashlib.sha256(SOURCE.read_bytes() + KAFKA_VERSION.encode()).hexdigest()[:16]
+    out = cache_dir() / "oracle" / digest
+    if not (out / "KafkaAssignors.class").exists():
+        out.mkdir(parents=True, exist_ok=True)
+        done = subprocess.run(["javac", "-nowarn", "-d", str(out), "-cp", classpath("kafka"), str(SOURCE)],
+                              capture_output=True, text=True, cwd=ROOT)
+        if done.returncode != 0:
+            raise OracleError(f"compiling {SOURCE.name} failed:\n{done.stdout}{done.stderr}")
+    return out
+
+
+def run(cases: list[dict], *, refused: dict[str, str] | None = None) -> dict[str, dict[str, list[tuple[str, int]]]]:
+    """Each case's assignment by Kafka's assignor: ``{case id: {member id: [(topic, partition)]}}``.
+    A case Kafka's assignor refused (an exception) raises OracleError naming it and Kafka's
+    message, or, given ``refused``, is left out and put there (case id -> Kafka's message)."""
+    for c in cases:
+        c["topics"] = {t: (v if isinstance(v, dict) else {"count": v}) for t, v in c["topics"].items()}
+    with tempfile.TemporaryDirectory() as tmp:
+        answer = Path(tmp) / "answer.json"
+        done = subprocess.run(["java", "-Xmx1g", "-cp", os.pathsep.join([str(_classes()), classpath("kafka")]),
+                               "KafkaAssignors", str(answer)], input=json.dumps({"cases": cases}),
+                              capture_output=True, text=True, timeout=600)
+        if done.returncode != 0:
+            raise OracleError(f"the oracle failed:\n{done.stdout[-2000:]}{done.stderr[-3000:]}")
+        answers = json.loads(answer.read_text())
+    out: dict[str, dict[str, list[tuple[str, int]]]] = {}
+    for r in answers:
+        if "error" in r and refused is not None:
+            refused[r["id"]] = r["error"]
+        elif "error" in r:
+            raise OracleError(f"Kafka's assignor refused case {r['id']}: {r['error']}")
+        else:
+            out[r["id"]] = {m: [(t, p) for t, p in tps] for m, tps in r["assignment"].items()}
+    return out
