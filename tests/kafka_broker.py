@@ -119,8 +119,9 @@ class Broker:
                       f"-Dlog4j2.configurationFile={self.folder / 'log4j2.properties'}",
                       "-cp", classpath("kafka")]
         formatted = subprocess.run(
-            [*self._java, "kafka.tools.StorageTool", "format", "--standalone", "-t", _cluster_id(),
-             "-c", str(properties)], capture_output=True, text=True, timeout=120)
+            [*self._java, "kafka.tools.StorageTool", "format", "--standalone",
+             # one argument: an id may start with "-"
+             f"--cluster-id={_cluster_id()}", "-c", str(properties)], capture_output=True, text=True, timeout=120)
         if formatted.returncode != 0:
             raise RuntimeError(f"formatting the Kafka storage failed: {formatted.stdout}{formatted.stderr}")
         with open(self.folder / "stdout.log", "w") as out:

@@ -209,3 +209,31 @@ def test_broker_gone_mid_capture_names_the_step_and_records_nothing(spark, monke
     finally:
         if doomed.process.poll() is None:
             doomed.stop()
+
+
+def test_group_deleted_mid_capture_is_reported_and_nothing_half_recorded(spark, broker, monkeypatch, tmp_path):
+    """The group is deleted between DescribeGroups and the committed offsets: the capture goes
+    on, says so for that group, and records one whole snapshot."""
+    from spark_assign.kafka.snapshots import snapshot_store
+
+    broker.create_topics({"gdel-t": 2})
+    broker.produce({("gdel-t", 0): 3})
+    admin = broker.admin()
+    for g in ("gdel", "gkeep"):
+        admin.alter_group_offsets(g, {TopicPartition("gdel-t", 0): OffsetAndMetadata(1, None, -1)})
+    real = kafka_client.committed_offsets
+
+    def delete_then_read(admin_client, group_ids):
+        admin.delete_groups(["gdel"])
+        return real(admin_client, group_ids)
+
+    monkeypatch.setattr(kafka_client, "committed_offsets", delete_then_read)
+    history = str(tmp_path / "h")
+    snap = capture(spark, broker.bootstrap, ["gdel", "gkeep"], history=history, timeout_s=5)
+    admin.close()
+    lags = {(r.group_id, r.partition): r.lag for r in snap.lags.collect()}
+    assert lags[("gkeep", 0)] == 2
+    problems = [(p.group_id, p.problem) for p in snap.problems.collect()]
+    assert [g for g, _ in problems] == ["gdel"] and "committed offsets not read" in problems[0][1], problems
+    assert not [k for k in lags if k[0] == "gdel"]
+    assert snapshot_store(spark, history).read().count() == 2

@@ -271,3 +271,16 @@ def test_valid_balanced_and_as_sticky_as_kafka(spark, client_cases, server_cases
     assert not new, (f"{len(new)} of {len(cases)} groups fail against Kafka's {oracle}; the first "
                      f"({new[0][3][:5]}):\n" + _row(*new[0][:3], "; ".join(new[0][3][:5])))
     assert sorted(f[0]["name"] for f in failures) == OUR_DEFECTS[strategy], "a known difference is gone: unpin it"
+
+
+def test_kafka_uniform_ignores_racks(server_cases):
+    """Kafka 4.4.0's UniformAssignor gives the same assignment with the member and replica racks
+    taken away, on every generated group that has them (as spark-assign's uniform: no racks)."""
+    from kafka_oracle import run
+
+    racked = [c for c in server_cases if any(isinstance(s, dict) for s in c["partitions"].values())]
+    plain = [{**c, "members": [{k: v for k, v in m.items() if k != "rack"} for m in c["members"]],
+              "partitions": {t: s if isinstance(s, int) else s["count"] for t, s in c["partitions"].items()}}
+             for c in racked]
+    assert len(racked) > 50
+    assert run([_oracle_case(c, "uniform") for c in racked]) == run([_oracle_case(c, "uniform") for c in plain])

@@ -185,6 +185,15 @@ def _capture_groups(admin, wanted: list[str] | None, reset: str, history: str | 
         if g.group_id in failed:
             g.offsets_known = False
             g.problems.append((None, None, f"committed offsets not read ({failed[g.group_id]}): lags left out"))
+    # a group deleted since DescribeGroups answers its offsets with none: ask again for those
+    bare = [g for g in live if g.offsets_known and not g.committed and g.group_type != "consumer"]
+    again = client.describe_groups(admin, [g.group_id for g in bare]) if bare else {}
+    for g in bare:
+        d = again.get(g.group_id)
+        if d is not None and (d.error == "GroupIdNotFoundError" or d.state == "Dead"):
+            g.offsets_known = False
+            g.problems.append((None, None, "committed offsets not read (the group was deleted during the "
+                                           "capture): lags left out"))
     steps.append("reading the topics' metadata")
     known, missing = client.describe_topics(admin, {t for g in live for t in g.topics})
     racks = client.broker_racks(admin) if known else {}
