@@ -126,7 +126,7 @@ class Broker:
             raise RuntimeError(f"formatting the Kafka storage failed: {formatted.stdout}{formatted.stderr}")
         with open(self.folder / "stdout.log", "w") as out:
             self.process = subprocess.Popen([*self._java, "kafka.Kafka", str(properties)],
-                                            stdout=out, stderr=subprocess.STDOUT)
+                                            stdout=out, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
         self._wait_ready()
 
     def _wait_ready(self) -> None:
@@ -208,6 +208,18 @@ class Broker:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(10)
+
+
+def _die_with_parent() -> None:
+    """In the broker's process before Java starts: on Linux, SIGTERM when the test process dies
+    (a killed pytest leaves no broker behind)."""
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def _cluster_id() -> str:
@@ -361,6 +373,10 @@ class KIP848Group:
             member.start()
         return member
 
+    def settings(self, index: int) -> dict:
+        """Member ``index``'s group settings."""
+        return {"group.protocol": "consumer", "group.remote.assignor": self.remote_assignor}
+
     @property
     def active(self) -> list[_Member]:
         return [m for m in self.members if not m.closed]
@@ -382,6 +398,22 @@ class KIP848Group:
             m.close()
 
 
+class LibrdkafkaClassicGroup(KIP848Group):
+    """``members`` confluent-kafka consumers in a *classic* group (``group.protocol=classic``),
+    with librdkafka's own ``partition.assignment.strategy`` and ``client.rack``: a second
+    encoder of the consumer protocol's bytes beside kafka-python's."""
+
+    def __init__(self, bootstrap: str, group_id: str, topics: list[str], members: int, *, strategy: str,
+                 racks=None):
+        self.strategy, self.racks = strategy, racks
+        super().__init__(bootstrap, group_id, topics, members)
+
+    def settings(self, index: int) -> dict:
+        return {"group.protocol": "classic", "partition.assignment.strategy": self.strategy,
+                "session.timeout.ms": 6000, "heartbeat.interval.ms": 200,
+                **({"client.rack": self.racks[index]} if self.racks else {})}
+
+
 class _Member:
     """One confluent-kafka consumer of a :class:`KIP848Group`, polling in a thread; what it
     holds follows its assign and revoke callbacks (incremental under KIP-848)."""
@@ -390,7 +422,7 @@ class _Member:
         from confluent_kafka import Consumer
 
         config = {"bootstrap.servers": group.bootstrap, "group.id": group.group_id,
-                  "group.protocol": "consumer", "group.remote.assignor": group.remote_assignor,
+                  **group.settings(len(group.members)),
                   "enable.auto.commit": False, "auto.offset.reset": "earliest", "log_level": 3,
                   "client.id": f"{group.group_id}-{len(group.members)}"}
         if instance_id:
@@ -406,7 +438,7 @@ class _Member:
         self._thread = threading.Thread(target=self._poll, daemon=True)
 
     def _on_assign(self, consumer, partitions) -> None:
-        with self._lock:
+        with self._lock:  # incremental (KIP-848, cooperative), or the whole assignment after a revoke-all
             self.owned |= {(p.topic, p.partition) for p in partitions}
 
     def _on_revoke(self, consumer, partitions) -> None:
@@ -470,5 +502,5 @@ def stable_capture(spark, bootstrap: str, group_ids: list[str], members: dict[st
         time.sleep(0.5)
 
 
-__all__ = ["stable_capture", "KAFKA_VERSION", "GROUP_TIMERS", "RACK", "Broker", "ConsumerGroup", "KIP848Group", "free_port",
+__all__ = ["stable_capture", "LibrdkafkaClassicGroup", "KAFKA_VERSION", "GROUP_TIMERS", "RACK", "Broker", "ConsumerGroup", "KIP848Group", "free_port",
            "session_broker", "wait_until", "consumer_process"]

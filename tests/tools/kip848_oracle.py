@@ -1,9 +1,8 @@
 """Write the KIP-848 case tables (tests/cases/kip848/) from Kafka's own server-side assignors.
 
-A development tool, not run by CI: it needs ``Oracle848`` built as described in
-``../shared/oracles/kip848/README.md``. It writes the cases (hand-written ones and
-seeded random groups) as the oracle's JSON input, runs the oracle, and stores
-Kafka's results in the YAML tables:
+A development tool, not run by CI: it runs the cases (hand-written ones and seeded
+random groups) through the suite's oracle (tests/kafka_oracle.py: Kafka's own assignors
+from the cached jars) and stores Kafka's results in the YAML tables:
 
 * ``range.yaml``: Kafka's server ``RangeAssignor``; its order is defined, so
   ``expected`` is compared row for row;
@@ -11,21 +10,20 @@ Kafka's results in the YAML tables:
   partition follows Java hash order, so Kafka's result is stored as ``kafka`` and
   the tests compare properties (valid, balanced, partitions kept).
 
-    python tests/tools/kip848_oracle.py --classes /tmp/oracle/classes --classpath "$CP"
+    python tests/tools/kip848_oracle.py
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import random
-import subprocess
-import tempfile
+import sys
 from pathlib import Path
 
 import yaml
 
 CASES = Path(__file__).resolve().parents[1] / "cases" / "kip848"
+sys.path.insert(0, str(CASES.parents[1]))
 
 
 def m(member_id, topics, owned=(), instance=None, rack=None):
@@ -110,33 +108,21 @@ def random_range(rnd: random.Random, name: str) -> dict:
     return dict(name=name, source="spark-assign: random group (seeded)", members=members, partitions=sizes)
 
 
-def oracle_input(cases: list[dict], assignor: str) -> dict:
+def run_oracle(cases: list[dict], assignor: str) -> dict[str, dict]:
+    """Kafka's results through the suite's oracle (tests/kafka_oracle.py, Kafka's jars)."""
+    from kafka_oracle import run
+
     def tp(s):
         t, _, p = s.rpartition("-")
         return [t, int(p)]
 
-    out = []
-    for c in cases:
-        sizes = {t: (s if isinstance(s, int) else s["count"]) for t, s in c["partitions"].items()}
-        out.append({"id": c["name"], "assignor": assignor, "topics": sizes, "members": [
-            {"id": x["member_id"], "topics": x["topics"], "instance_id": x.get("group_instance_id"),
-             "assigned": [tp(s) for s in x.get("owned", [])] if assignor == "uniform" else []}
-            for x in c["members"]]})
-    return {"cases": out}
-
-
-def run_oracle(cases: list[dict], assignor: str, classes: str, classpath: str) -> dict[str, dict]:
-    with tempfile.TemporaryDirectory() as d:
-        src, dst = Path(d) / "in.json", Path(d) / "out.json"
-        src.write_text(json.dumps(oracle_input(cases, assignor)))
-        subprocess.run(["java", "-cp", f"{classes}:{classpath}", "Oracle848", str(src), str(dst)], check=True)
-        results = json.loads(dst.read_text())
-    out = {}
-    for r in results:
-        if "expected_error" in r:
-            raise SystemExit(f"{r['id']}: Kafka raised {r['expected_error']}")
-        out[r["id"]] = {x: sorted(f"{t}-{p}" for t, p in tps) for x, tps in sorted(r["expected"].items())}
-    return out
+    results = run([{"id": c["name"], "assignor": "uniform" if assignor == "uniform" else "server-range",
+                    "topics": {t: (s if isinstance(s, int) else s["count"]) for t, s in c["partitions"].items()},
+                    "members": [{"id": x["member_id"], "topics": x["topics"], "instance_id": x.get("group_instance_id"),
+                                 "owned": [tp(s) for s in x.get("owned", [])] if assignor == "uniform" else []}
+                                for x in c["members"]]} for c in cases])
+    return {case: {x: sorted(f"{t}-{p}" for t, p in tps) for x, tps in sorted(r.items())}
+            for case, r in results.items()}
 
 
 def write(path: Path, header: str, strategy: str, options: dict, cases: list[dict], key: str, results) -> None:
@@ -148,23 +134,22 @@ def write(path: Path, header: str, strategy: str, options: dict, cases: list[dic
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--classes", required=True, help="the folder Oracle848 was compiled to")
-    ap.add_argument("--classpath", required=True, help="the jackson and slf4j jars, ':'-separated")
     ap.add_argument("--random", type=int, default=60, help="random groups per table")
     args = ap.parse_args()
     rnd = random.Random(848)
     ranges = RANGE_CASES + [random_range(rnd, f"server_range_random{i:02d}") for i in range(args.random)]
     uniforms = UNIFORM_CASES + [random_uniform(rnd, f"uniform_random{i:02d}") for i in range(args.random)]
+    from kafka_oracle import KAFKA_VERSION
+
     note = ("# Written by tests/tools/kip848_oracle.py from Apache Kafka's group-coordinator assignors\n"
-            "# (apache/kafka {}); do not edit by hand.\n")
-    rev = subprocess.run(["git", "-C", "/work/.mirror/apache+kafka/repo", "rev-parse", "--short", "HEAD"],
-                         capture_output=True, text=True).stdout.strip() or "source tree"
+            "# (Kafka {}, tests/kafka_oracle.py); do not edit by hand.\n")
+    rev = KAFKA_VERSION
     write(CASES / "range.yaml", note.format(rev) + "# Kafka's server RangeAssignor: `expected` is exact.\n",
           "range", {"group_protocol": "consumer"}, ranges, "expected",
-          run_oracle(ranges, "range", args.classes, args.classpath))
+          run_oracle(ranges, "range"))
     write(CASES / "uniform.yaml", note.format(rev) + "# Kafka's UniformAssignor: `kafka` is Kafka's result (Java hash\n"
           "# order decides who gets the extra partitions): compared by properties.\n",
-          "uniform", {}, uniforms, "kafka", run_oracle(uniforms, "uniform", args.classes, args.classpath))
+          "uniform", {}, uniforms, "kafka", run_oracle(uniforms, "uniform"))
 
 
 if __name__ == "__main__":
