@@ -269,3 +269,43 @@ def test_a_librdkafka_classic_group_is_captured_and_assign_reproduces_it(spark, 
     for r in assign(snap.members, snap.partitions, strategy).collect():
         ours.setdefault(r.member_id, set()).add((r.topic, r.partition))
     assert ours == live
+
+
+def _raw_member(bootstrap: str, group_id: str, metadata: bytes) -> str:
+    """A member that joins ``group_id`` with subscription ``metadata`` bytes of the test's own
+    (a raw JoinGroup, then SyncGroup as its leader): no client encodes them."""
+    from kafka.protocol.consumer.group import JoinGroupRequest, SyncGroupRequest
+
+    admin = kafka_client.connect(bootstrap, timeout_s=5)
+    try:
+        def join(member_id):
+            return lambda groups: JoinGroupRequest(
+                group_id=groups[0], session_timeout_ms=30000, rebalance_timeout_ms=10000, member_id=member_id,
+                group_instance_id=None, protocol_type="consumer",
+                protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=metadata)])
+
+        first = kafka_client.per_coordinator(admin, [group_id], join(""))[0]  # MEMBER_ID_REQUIRED
+        joined = kafka_client.per_coordinator(admin, [group_id], join(first.member_id))[0]
+        assert joined.error_code == 0, joined
+        synced = kafka_client.per_coordinator(admin, [group_id], lambda groups: SyncGroupRequest(
+            group_id=groups[0], generation_id=joined.generation_id, member_id=joined.member_id,
+            group_instance_id=None, protocol_type="consumer", protocol_name="range", assignments=[]))[0]
+        assert synced.error_code == 0, synced
+        return joined.member_id
+    finally:
+        admin.close()
+
+
+def test_undecodable_member_metadata_from_the_broker_is_reported_per_member(spark, broker):
+    """A member whose JoinGroup metadata does not follow the consumer protocol: the broker
+    returns the bytes as sent, the capture names the member and the byte offset, and the other
+    groups of the same capture are captured whole."""
+    broker.create_topics({"raw-t": 2})
+    raw = _raw_member(broker.bootstrap, "rawjoin", b"\x00\x03\x00\x00\x00\x05")  # 5 topics, then nothing
+    with ConsumerGroup(broker.bootstrap, "rawjoin-ok", ["raw-t"], 1):
+        snap = capture(spark, broker.bootstrap, ["rawjoin", "rawjoin-ok"], timeout_s=5)
+    groups = {r.group_id: (r.captured, r.state, r.members_described, r.members) for r in snap.groups.collect()}
+    assert groups == {"rawjoin": (True, "Stable", 1, 0), "rawjoin-ok": (True, "Stable", 1, 1)}
+    problems = [(p.group_id, p.member_id, p.problem) for p in snap.problems.collect()]
+    assert [(g, m) for g, m, _ in problems] == [("rawjoin", raw)], problems
+    assert "topics count 5" in problems[0][2] and "left out of members" in problems[0][2]
