@@ -7,6 +7,7 @@ mid-capture, malformed member metadata) are reported by name."""
 from __future__ import annotations
 
 import time
+import uuid
 from datetime import datetime
 
 import pytest
@@ -37,48 +38,51 @@ def _lag(end, start, committed, reset):
 
 @pytest.mark.connect
 def test_capture_reports_what_the_consumers_see(spark, broker, tmp_path):
-    broker.create_topics({"cap-orders": 4, "cap-pay": 2})
-    broker.produce({("cap-orders", 0): 3, ("cap-orders", 1): 1, ("cap-orders", 3): 2,
-                    ("cap-pay", 0): 2, ("cap-pay", 1): 1})
-    commit = {("cap-orders", 0): 1, ("cap-orders", 3): 2, ("cap-pay", 0): 2}
+    # names of this run's own: the Connect copy runs on the same broker
+    cap = f"cap-{uuid.uuid4().hex[:6]}"
+    orders, pay = f"{cap}-orders", f"{cap}-pay"
+    broker.create_topics({orders: 4, pay: 2})
+    broker.produce({(orders, 0): 3, (orders, 1): 1, (orders, 3): 2,
+                    (pay, 0): 2, (pay, 1): 1})
+    commit = {(orders, 0): 1, (orders, 3): 2, (pay, 0): 2}
     history = str(tmp_path / "history")
-    with ConsumerGroup(broker.bootstrap, "cap", ["cap-orders", "cap-pay"], 2) as group:
+    with ConsumerGroup(broker.bootstrap, cap, [orders, pay], 2) as group:
         for i, owned in enumerate(group.assignments()):
             mine = {tp: OffsetAndMetadata(commit[(tp.topic, tp.partition)], None, -1)
                     for tp in owned if (tp.topic, tp.partition) in commit}
             if mine:
                 group.call(i, lambda c, mine=mine: c.commit(mine))
         member_ids, owned_live = group.member_ids(), group.assignments()
-        snap = capture(spark, broker.bootstrap, ["cap", "ghost"], history=history, capture_id="cap-1", timeout_s=5)
-        early = capture(spark, broker.bootstrap, "cap", auto_offset_reset="earliest", timeout_s=5)
+        snap = capture(spark, broker.bootstrap, [cap, "ghost"], history=history, capture_id="cap-1", timeout_s=5)
+        early = capture(spark, broker.bootstrap, cap, auto_offset_reset="earliest", timeout_s=5)
         # what the consumers report: the log offsets and the group's committed offsets
-        tps = [TopicPartition(t, p) for t, n in (("cap-orders", 4), ("cap-pay", 2)) for p in range(n)]
+        tps = [TopicPartition(t, p) for t, n in ((orders, 4), (pay, 2)) for p in range(n)]
         ends = group.call(0, lambda c: c.end_offsets(tps))
         starts = group.call(0, lambda c: c.beginning_offsets(tps))
         committed = {tp: group.call(0, lambda c, tp=tp: c.committed(tp)) for tp in tps}
 
     groups = {r.group_id: r.asDict() for r in snap.groups.collect()}
     assert {g: (r["captured"], r["state"], r["protocol_type"], r["members_described"], r["members"])
-            for g, r in groups.items()} == {"cap": (True, "Stable", "consumer", 2, 2), "ghost": (False, "Dead", "", 0, 0)}
+            for g, r in groups.items()} == {cap: (True, "Stable", "consumer", 2, 2), "ghost": (False, "Dead", "", 0, 0)}
     assert groups["ghost"]["reason"].startswith("Dead: no such group on the cluster")
-    assert groups["cap"]["capture_id"] == "cap-1" and isinstance(groups["cap"]["captured_at"], datetime)
+    assert groups[cap]["capture_id"] == "cap-1" and isinstance(groups[cap]["captured_at"], datetime)
     # the members as the consumers report themselves: ids, subscriptions, assignments, generation,
     # decoded from the bytes kafka-python wrote (DescribeGroups returns them as sent)
     assert snap.problems.count() == 0
-    assert groups["cap"]["protocol"] == "range" and groups["cap"]["generation"] is None  # first generation
+    assert groups[cap]["protocol"] == "range" and groups[cap]["generation"] is None  # first generation
     assert sorted((r.member_id, tuple(sorted(r.topics)), tuple(sorted((tp.topic, tp.partition) for tp in r.owned)),
                    r.generation, tuple(r.assignors)) for r in snap.members.collect()) == sorted(
-        (m, ("cap-orders", "cap-pay"), tuple(sorted((tp.topic, tp.partition) for tp in a)), None, ("range",))
+        (m, (orders, pay), tuple(sorted((tp.topic, tp.partition) for tp in a)), None, ("range",))
         for m, a in zip(member_ids, owned_live))
     # the broker's rack (broker.rack) is every replica's
     assert sorted((r.topic, r.partition, r.racks) for r in snap.partitions.collect()) == [
         (tp.topic, tp.partition, [RACK]) for tp in tps]
     for reset, got in (("latest", snap), ("earliest", early)):
         expected = spark.createDataFrame(
-            [("cap", tp.topic, tp.partition, *_lag(ends[tp], starts[tp], committed[tp], reset)) for tp in tps],
+            [(cap, tp.topic, tp.partition, *_lag(ends[tp], starts[tp], committed[tp], reset)) for tp in tps],
             "group_id string, topic string, partition int, lag long, lag_rule string")
         assert_df_equality(got.lags.select(*expected.columns), expected, ignore_row_order=True, ignore_nullable=True)
-    assert {(r.topic, r.partition): r.lag for r in snap.lags.collect()}[("cap-orders", 0)] == 2  # end 3 - committed 1
+    assert {(r.topic, r.partition): r.lag for r in snap.lags.collect()}[(orders, 0)] == 2  # end 3 - committed 1
 
     # recorded once per capture id, read back whole
     assert snap.record(history) is False
