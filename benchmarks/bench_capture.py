@@ -33,8 +33,9 @@ def populate(broker, args) -> list:
     from kafka_broker import ConsumerGroup
 
     topics = {f"bench-t{i:03d}": args.partitions for i in range(args.topics)}
-    broker.create_topics(topics)
     names = sorted(topics)
+    for i in range(0, len(names), 10):  # the controller refuses one batch of 10,000 partitions
+        broker.create_topics({t: topics[t] for t in names[i:i + 10]})
     admin = broker.admin()
     try:
         for g in range(args.groups):
@@ -58,8 +59,8 @@ def counted_capture(spark, bootstrap: str):
     sent = []
     real = KafkaConnectionManager.send
 
-    def send(self, request, *a, **k):
-        sent.append(type(request).__name__)
+    def send(self, request, *a, **k):  # per connection manager: the live members send theirs too
+        sent.append((id(self), type(request).__name__))
         return real(self, request, *a, **k)
 
     KafkaConnectionManager.send = send
@@ -70,7 +71,8 @@ def counted_capture(spark, bootstrap: str):
         seconds = time.perf_counter() - began
     finally:
         KafkaConnectionManager.send = real
-    return seconds, groups, sent
+    ours = {m for m, name in sent if name == "ListGroupsRequest"}  # the capture's own admin client
+    return seconds, groups, [name for m, name in sent if m in ours]
 
 
 def peer(bootstrap: str) -> tuple[float, int]:
