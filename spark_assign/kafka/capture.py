@@ -42,14 +42,16 @@ broker's assignor is taking it). ``assignors`` is the broker's assignor (``unifo
 ``range``). A member that subscribes by regex subscribes to the topics it is assigned or
 targeted (reported in ``problems``: the regex is not resolved).
 
-Not captured, each with its reason in ``groups.reason``: groups whose coordinator
+Not captured, each with its reason in ``groups.reason``: groups the cluster does not
+have (Kafka 4 answers GroupIdNotFound), groups whose coordinator
 returns an error or a ``Dead`` state (a group that vanished), groups of another
 protocol type (Connect), and KIP-848 groups on a broker without ConsumerGroupDescribe
 (API 69). Reported per member or topic in
 ``problems``, the rest of the capture going on: member metadata that does not follow
 the consumer protocol (a non-Java client) or that the broker returned empty, topics
-missing from the metadata, topics deleted between the metadata and the offsets, and
-committed offsets a group's coordinator would not give.
+missing from the metadata, topics deleted between the metadata and the offsets,
+committed offsets a group's coordinator would not give, a group deleted between
+DescribeGroups and its offsets (its lags left out).
 
 >>> snap = capture(spark, "broker:9092", ["orders"], security_protocol="SASL_SSL", sasl_mechanism="PLAIN",
 ...                sasl_plain_username="ops", sasl_plain_password="...")     # doctest: +SKIP
@@ -218,8 +220,6 @@ def _described(g: _Group, d: client.DescribedGroup | None, recorded: dict | None
         g.reason = "Dead: no such group on the cluster (never created, deleted, or expired)"
     elif d.error:
         g.reason = f"DescribeGroups answered {d.error}"
-    elif d.state == "Dead" and not listed:
-        g.reason = "Dead: no such group on the cluster (never created, deleted, or expired)"
     elif d.state == "Dead":
         g.reason = "Dead: the group vanished (deleted, or expired with no members or offsets) during the capture"
     elif d.protocol_type not in ("consumer", ""):
