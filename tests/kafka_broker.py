@@ -10,6 +10,10 @@ clock (``tests/test_live_replay.py`` reads them from here). The broker's log is 
 
 ``SPARK_ASSIGN_TEST_BOOTSTRAP=host:port`` points the live tests at a broker already running
 instead (it must allow the same timers, per group where it does not).
+
+Past 400 lines on purpose for now: the broker and the group helpers of both clients share its
+timers and settings; the helpers move to a module of their own when the simulator's live
+replays (#67) add the Java consumer's.
 """
 
 from __future__ import annotations
