@@ -32,7 +32,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "jars"))
-from fetch import KAFKA_VERSION, classpath  # noqa: E402
+from fetch import KAFKA_VERSION, cache_dir, classpath  # noqa: E402
 
 #: the broker's group timers: Kafka's defaults over ten, the minimums low enough for them
 GROUP_TIMERS = {
@@ -506,5 +506,5 @@ def stable_capture(spark, bootstrap: str, group_ids: list[str], members: dict[st
         time.sleep(0.5)
 
 
-__all__ = ["stable_capture", "LibrdkafkaClassicGroup", "KAFKA_VERSION", "GROUP_TIMERS", "RACK", "Broker", "ConsumerGroup", "KIP848Group", "free_port",
+__all__ = ["cache_dir", "classpath", "stable_capture", "LibrdkafkaClassicGroup", "KAFKA_VERSION", "GROUP_TIMERS", "RACK", "Broker", "ConsumerGroup", "KIP848Group", "free_port",
            "session_broker", "wait_until", "consumer_process"]

@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 from kafka_broker import KAFKA_VERSION as KAFKA_VERSION
-from kafka_broker import ROOT, classpath
+from kafka_broker import ROOT, cache_dir, classpath
 
 SOURCE = Path(__file__).resolve().parent / "oracle" / "KafkaAssignors.java"
 #: the assignors the oracle runs: the client's, and the broker's (KIP-848)
@@ -31,8 +31,6 @@ class OracleError(RuntimeError):
 
 def _classes() -> Path:
     """The compiled oracle, in the jar cache under the source's hash (compiled once)."""
-    from fetch import cache_dir
-
     digest = hashlib.sha256(SOURCE.read_bytes() + KAFKA_VERSION.encode()).hexdigest()[:16]
     out = cache_dir() / "oracle" / digest
     if not (out / "KafkaAssignors.class").exists():

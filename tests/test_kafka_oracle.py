@@ -170,21 +170,22 @@ def _holders(case: dict) -> dict[tuple[str, int], set[str]]:
     return held
 
 
-def _problems(case: dict, got: dict[str, list[tuple[str, int]]], *, whole: bool) -> list[str]:
-    """What breaks validity (``whole``: every subscribed partition assigned) and Kafka's balance rule."""
+def _problems(case: dict, got: dict[str, list[tuple[str, int]]], *, whole: bool) -> list[tuple[tuple[str, int], str]]:
+    """What breaks validity (``whole``: every subscribed partition assigned) and Kafka's balance rule:
+    ``(topic-partition, what)`` pairs."""
     sizes = {t: (s if isinstance(s, int) else s["count"]) for t, s in case["partitions"].items()}
     subs = {m["member_id"]: set(m["topics"]) for m in case["members"]}
     wanted = {(t, p) for ts in subs.values() for t in ts if t in sizes for p in range(sizes[t])}
     counts = Counter(tp for tps in got.values() for tp in tps)
-    problems = [f"{tp} assigned {n} times" for tp, n in counts.items() if n > 1]
-    problems += [f"{tp} to {m}, not subscribed" for m, tps in got.items() for tp in tps if tp[0] not in subs[m]]
-    problems += [f"{tp} does not exist" for tp in counts if tp not in wanted]
+    problems = [(tp, f"{tp} assigned {n} times") for tp, n in counts.items() if n > 1]
+    problems += [(tp, f"{tp} to {m}, not subscribed") for m, tps in got.items() for tp in tps if tp[0] not in subs[m]]
+    problems += [(tp, f"{tp} does not exist") for tp in counts if tp not in wanted]
     if whole:
-        problems += [f"{tp} unassigned" for tp in wanted - set(counts)]
+        problems += [(tp, f"{tp} unassigned") for tp in wanted - set(counts)]
         load = {m: len(got.get(m, ())) for m in subs}
         # Kafka's rule (AbstractStickyAssignor.isBalanced): no partition could move to a member
         # subscribed to its topic that holds two or more fewer
-        problems += [f"{tp} on {m} ({load[m]}) could go to {o} ({load[o]})" for m, tps in got.items() for tp in tps
+        problems += [(tp, f"{tp} on {m} ({load[m]}) could go to {o} ({load[o]})") for m, tps in got.items() for tp in tps
                      for o in subs if tp[0] in subs[o] and load[o] < load[m] - 1]
     return problems
 
@@ -248,15 +249,17 @@ def test_valid_balanced_and_as_sticky_as_kafka(spark, client_cases, server_cases
     for c in cases:
         o = ours[c["name"]]
         if c["name"] in refused:
-            if _problems(c, o, whole=whole):
-                failures.append((c, {}, o, _problems(c, o, whole=whole)))
+            why = [what for _, what in _problems(c, o, whole=whole)]
+            if why:
+                failures.append((c, {}, o, why))
             continue
         k = kafka[c["name"]]
         theirs = _problems(c, k, whole=whole)
         if theirs:  # Kafka's own result breaks a property: the bar is its result less those placements
-            broken[c["name"]] = theirs
-            k = {m: [tp for tp in tps if not any(p.startswith(f"{tp} ") for p in theirs)] for m, tps in k.items()}
-        why = _problems(c, o, whole=whole)
+            broken[c["name"]] = [what for _, what in theirs]
+            placed = {tp for tp, _ in theirs}
+            k = {m: [tp for tp in tps if tp not in placed] for m, tps in k.items()}
+        why = [what for _, what in _problems(c, o, whole=whole)]
         if _kept(c, o) < _kept(c, k):
             why.append(f"keeps {_kept(c, o)} partitions with a holder, Kafka {_kept(c, k)}")
         if strategy == "cooperative-sticky":

@@ -56,18 +56,17 @@ def _determined(members: list, partitions: dict, got: dict[str, set]) -> bool:
     """Whether Kafka's UniformAssignor gives ``got`` whatever the member ids and their order."""
     from kafka_oracle import run
 
-    cases = []
+    cases, renames = [], []
     for k, order in enumerate((1, -1, 1)):
         rename = {m.member_id: f"x{k}-{i:02d}-{hash((k, m.member_id)) & 0xffff:x}" for i, m in enumerate(members)}
+        renames.append({new: old for old, new in rename.items()})
         cases.append({"id": str(k), "assignor": "uniform", "topics": partitions,
                       "members": [{"id": rename[m.member_id], "topics": list(m.topics),
                                    "instance_id": m.group_instance_id,
                                    "owned": [[tp.topic, tp.partition] for tp in (m.owned or [])]}
                                   for m in members[::order]]})
-    back = []
-    for k, result in run(cases).items():
-        rename = {f"x{k}-{i:02d}-{hash((int(k), m.member_id)) & 0xffff:x}": m.member_id for i, m in enumerate(members)}
-        back.append({rename[m]: set(tps) for m, tps in result.items() if tps})
+    results = run(cases)
+    back = [{renames[k][m]: set(tps) for m, tps in results[str(k)].items() if tps} for k in range(len(cases))]
     return all(b == {m: tps for m, tps in got.items() if tps} for b in back)
 
 
