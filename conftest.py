@@ -1,9 +1,13 @@
 """Shared by tests/ and the doctests of spark_assign/: the Spark sessions of a test run.
 
 One JVM serves the whole run. Its classic session (local[2], UI off, few shuffle partitions,
-interpreted execution: no generated code but in tests/test_codegen.py) also runs the Spark
-Connect server that ships with PySpark, as a plugin (the plugin ``remote_session("local[2]")``
-starts), and every test marked ``connect`` runs twice:
+interpreted execution: no generated code but in tests/test_codegen.py) has Delta Lake's Spark
+jars (``jars/fetch.py``'s ``delta`` bundle, fetched when the cache is empty), SQL extension and
+catalog, as Databricks and ``spark-submit`` sessions have them, and a warehouse folder of its
+own for catalog tables. Every test that records a history names its storage backend (a session
+with Delta configured would otherwise pick ``spark-delta`` for all of them). The session also runs
+the Spark Connect server that ships with PySpark, as a plugin (the plugin
+``remote_session("local[2]")`` starts), and every test marked ``connect`` runs twice:
 ``[classic]``, then ``[connect]`` over a Spark Connect session of that server. The Connect
 copies run after every other test, since opening a Connect session switches PySpark's column
 functions to Spark Connect for the whole process. A JVM of their own paid the JIT's warm-up
@@ -14,7 +18,9 @@ a second time (BENCHMARKS.md, "The Connect tests in the suite's one JVM").
 
 import os
 import sys
+import tempfile
 import uuid
+from pathlib import Path
 
 import pytest
 from _pytest.doctest import DoctestItem
@@ -76,7 +82,7 @@ def _session(kind: str):
             # interpreted execution (no generated classes to compile), as small calls run: the
             # tests' rows are few (tests/test_codegen.py runs Spark's generated code)
             _OPEN[kind] = local_session(app_name="spark-assign-tests", shuffle_partitions=4,
-                                        extra={**INTERPRETED, **server})
+                                        extra={**INTERPRETED, **server, **delta_settings()})
         else:
             _session("classic")  # its server
             from spark_assign.session import remote_session
@@ -86,6 +92,26 @@ def _session(kind: str):
             os.environ["SPARK_LOCAL_REMOTE"] = "1"
             _OPEN[kind] = remote_session("local[2]", shuffle_partitions=4)
     return _OPEN[kind]
+
+
+def delta_jars() -> list[str]:
+    """Delta Lake's Spark jars, from the project's jar cache (fetched with Maven when empty)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "jars"))
+    from fetch import bundle
+
+    return [str(p) for p in bundle("delta")]
+
+
+def delta_settings() -> dict[str, str]:
+    """The test session's Delta settings: the jars, Delta's SQL extension and catalog, and a
+    warehouse folder of the run's own for the catalog tests' managed tables. A table's state is
+    read in one partition (Delta's default, 50, makes every commit of a small table run 50 tasks),
+    as ``docs/production.md`` advises for histories of small tables."""
+    from spark_assign.session import DELTA_SQL
+
+    warehouse = tempfile.mkdtemp(prefix="spark-assign-warehouse-")
+    return {"spark.jars": ",".join(delta_jars()), **DELTA_SQL, "spark.sql.warehouse.dir": warehouse,
+            "spark.databricks.delta.snapshotPartitions": "1"}
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -8,6 +8,7 @@ from .assign import STRATEGIES, assign, strategy_name
 from .errors import (
     AssignmentPropertyError,
     ColumnTypeError,
+    ConcurrentWriteError,
     ExecutorLostError,
     HistoryError,
     InvalidConfigError,
@@ -87,7 +88,7 @@ __all__ = [
     "NoCommonAssignorError",
     "InvalidOptionError",
     "AssignmentPropertyError",
-    "HistoryError",
+    "HistoryError", "ConcurrentWriteError",
     "ExecutorLostError",
     "materialization",
 ]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import re
 import shutil
 import threading
@@ -26,7 +27,7 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from .errors import HistoryError
+from .errors import ConcurrentWriteError, HistoryError
 from .lineage import stored_rows
 from .storage import (
     EMBEDDED,
@@ -52,6 +53,12 @@ class SparkDeltaStore(DeltaStore):
     """A Delta table read and written by Spark's own Delta (``format("delta")``, catalog
     tables through ``saveAsTable``); idempotent through the ``txnAppId`` write option.
 
+    Every question about the table goes to Spark (the session may be a remote Connect
+    server), but whether a local folder holds a table, which its ``_delta_log`` answers. Writes
+    are plain Delta appends; the one
+    that must not race, :meth:`append_new`, is a conditional commit: Delta itself refuses it
+    when another writer committed into the table since the rows were checked.
+
     >>> DeltaStore(spark, "main.kafka_ops.assignments", schema).read()  # doctest: +SKIP
     """
 
@@ -64,15 +71,32 @@ class SparkDeltaStore(DeltaStore):
     def exists(self) -> bool:
         if not self.by_path:
             return bool(self.spark.catalog.tableExists(self.location))
-        return is_delta_path(self.location)
+        if local_path(self.location) is not None:  # a folder this process sees: its Delta log
+            return is_delta_path(self.location)
+        return self.version() is not None
+
+    def version(self) -> int | None:
+        """The table's latest version, None before it exists."""
+        try:
+            latest = self.spark.sql(f"DESCRIBE HISTORY {self._target()} LIMIT 1").select("version").take(1)
+        except Exception as exc:  # AnalysisException, over Connect too: no Delta table there
+            if _not_a_table(exc):
+                return None
+            raise HistoryError(f"cannot read the Delta log of {self.location!r}: {_first_line(exc)}") from None
+        return int(latest[0][0]) if latest else None
 
     def committed(self, app_id: str) -> bool:
         if not self.exists():
             return False
         # the txn marker is applied by the writer itself (txnAppId); look for it in
         # the commit log through the userMetadata we also write
-        hist = self.history().where(F.col("userMetadata").contains(json.dumps(app_id)))
-        return bool(hist.take(1))
+        hist = self.history()
+        marked = hist.where(F.col("userMetadata").contains(json.dumps(app_id))).select("version")
+        # a RESTORE to a version before the marked commit undid it
+        undone = hist.where(F.col("operation") == "RESTORE").select(
+            F.col("version").alias("_restore"), F.col("operationParameters")["version"].cast("long").alias("_to"))
+        live = marked.join(undone, (undone._restore > marked.version) & (undone._to < marked.version), "left_anti")
+        return bool(live.take(1))
 
     def read(self, version: int | None = None) -> DataFrame:
         if not self.exists():
@@ -95,20 +119,106 @@ class SparkDeltaStore(DeltaStore):
         df = conform(df, self.schema)
         if self.committed(app_id):
             return False
+        return self._write(df, app_id=app_id, version=1, metadata=marked(metadata, app_id))
+
+    def append_new(self, df: DataFrame, keys: tuple[str, ...], *, app_id: str,
+                   metadata: dict[str, Any] | None = None, tries: int = 10) -> bool:
+        """Append ``df`` unless one of its ``keys`` is in the table, as one commit that Delta
+        refuses when another append of this method landed in between: exactly one of two
+        writers of the same keys commits, and both of two writers of different keys do.
+
+        The check reads the table at its latest version *v*; the commit carries Delta's
+        transaction marker :data:`CONDITIONAL_APP_ID` at *v* + 1, the table version it is to
+        get (0 for the commit that creates the table). A commit that landed
+        after *v* carries it at a version at least as high, so Delta skips this one (it did
+        land before this commit started) or refuses it (it landed while this one ran): both
+        are seen here, and the check runs again on the newer version. Returns False when a
+        commit marked ``app_id`` is in the table already. Raises
+        :class:`~spark_assign.errors.ConcurrentWriteError` when some key was committed
+        meanwhile, or other writers won ``tries`` times in a row.
+        """
+        df = conform(df, self.schema)
+        for _ in range(tries):
+            if self.committed(app_id):
+                return False
+            version = self.version() if self.exists() else None
+            if version is not None:
+                taken = df.select(*keys).join(self.read(version).select(*keys), list(keys), "left_semi").take(3)
+                if taken:
+                    raise ConcurrentWriteError(
+                        f"{self.location}: {[tuple(r) for r in taken]} ({', '.join(keys)}) committed by another "
+                        "writer meanwhile; nothing of this call is visible: retry it")
+            try:
+                if self._write(df, app_id=CONDITIONAL_APP_ID, version=0 if version is None else version + 1,
+                               metadata=marked(metadata, app_id)):
+                    return True
+            except ConcurrentWriteError:
+                pass
+            time.sleep(random.uniform(0.05, 0.5))
+        raise ConcurrentWriteError(f"{self.location}: other writers committed first {tries} times in a row; "
+                                   "nothing of this call is visible: retry it")
+
+    def _write(self, df: DataFrame, *, app_id: str, version: int, metadata: dict[str, Any]) -> bool:
+        """One Delta append with transaction marker ``app_id`` at ``version``; False when Delta
+        skipped it (a commit with that marker at that version or later is in the table)."""
+        writer_id = uuid.uuid4().hex  # finds this commit in the log: its app id may be another writer's too
         writer = (
             df.write.format("delta").mode("append")
-            .option("txnAppId", app_id).option("txnVersion", 1)
-            .option("userMetadata", json.dumps(marked(metadata, app_id), sort_keys=True))
+            .option("txnAppId", app_id).option("txnVersion", version)
+            .option("userMetadata", json.dumps({**metadata, "spark_assign_writer": writer_id}, sort_keys=True))
         )
-        if self.by_path:
-            writer.save(self.location)
-        else:
-            writer.saveAsTable(self.location)
-        return True
+        try:
+            if self.by_path:
+                writer.save(self.location)
+            else:
+                self._create_table()
+                writer.saveAsTable(self.location)
+        except Exception as exc:
+            if _concurrent(exc):
+                raise ConcurrentWriteError(f"{self.location}: another writer committed at the same time "
+                                           f"({_first_line(exc)}); nothing of this call is visible: retry it") from None
+            raise
+        # the commits since: a few, unless many writers raced this one
+        latest = self.spark.sql(f"DESCRIBE HISTORY {self._target()} LIMIT 20")
+        return bool(latest.where(F.col("userMetadata").contains(writer_id)).take(1))
+
+    def _create_table(self) -> None:
+        """Create the catalog table, empty, when it does not exist: Delta keeps no
+        ``userMetadata`` (this store's commit markers) in the commit that creates a table
+        from a write, so a catalog table's version 0 is its creation."""
+        if self.spark.catalog.tableExists(self.location):
+            return
+        try:
+            self.spark.catalog.createTable(self.location, source="delta", schema=self.schema)
+        except Exception:
+            if not self.spark.catalog.tableExists(self.location):  # not another writer creating it
+                raise
 
     def compact(self) -> None:
         if self.exists():
             self.spark.sql(f"OPTIMIZE {self._target()}")
+
+
+#: the Delta transaction marker of :meth:`SparkDeltaStore.append_new`'s commits: its version is
+#: the table version each one was checked against, plus one (0 for the table's first commit)
+CONDITIONAL_APP_ID = "spark-assign:append-new"
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+
+
+def _not_a_table(exc: BaseException) -> bool:
+    text = str(exc)
+    return any(m in text for m in ("DELTA_MISSING_DELTA_TABLE", "is not a Delta table", "DELTA_PATH_DOES_NOT_EXIST",
+                                   "doesn't exist", "does not exist", "PATH_NOT_FOUND", "TABLE_OR_VIEW_NOT_FOUND"))
+
+
+def _concurrent(exc: BaseException) -> bool:
+    """Whether ``exc`` is Delta refusing a commit because another one landed meanwhile."""
+    text = str(exc)
+    return any(m in text for m in ("DELTA_CONCURRENT", "Concurrent", "DELTA_PROTOCOL_CHANGED", "ProtocolChanged",
+                                   "DELTA_METADATA_CHANGED", "MetadataChanged"))
 
 
 class EmbeddedStore(DeltaStore):
@@ -311,6 +421,18 @@ class EmbeddedStore(DeltaStore):
                 rows = pq.read_metadata(fh).num_rows
         return AddAction(relative, size, {}, mtime, True, json.dumps({"numRecords": rows}))
 
+    def _create_table(self) -> None:
+        """Create the catalog table, empty, when it does not exist: Delta keeps no
+        ``userMetadata`` (this store's commit markers) in the commit that creates a table
+        from a write, so a catalog table's version 0 is its creation."""
+        if self.spark.catalog.tableExists(self.location):
+            return
+        try:
+            self.spark.catalog.createTable(self.location, source="delta", schema=self.schema)
+        except Exception:
+            if not self.spark.catalog.tableExists(self.location):  # not another writer creating it
+                raise
+
     def compact(self) -> None:
         if self.exists():
             self._delta_table().optimize.compact()
@@ -327,7 +449,9 @@ class StagedFiles(Staged):
         super().__init__(store, rows)
         self.files = files
 
-    def commit(self, *, app_id: str, metadata: dict[str, Any] | None = None) -> bool:
+    def commit(self, *, app_id: str, metadata: dict[str, Any] | None = None,
+               unique: tuple[str, ...] | None = None) -> bool:
+        # ``unique``: the embedded backend's writers take turns under the history's lock
         if self.store.committed(app_id):
             return False
         self.store.commit(self.files, app_id=app_id, metadata=marked(metadata, app_id))

@@ -88,6 +88,21 @@ class AssignmentPropertyError(SparkAssignError, AssertionError):
 class HistoryError(SparkAssignError):
     """Reading or writing the generation history failed, or the history is inconsistent."""
 
+    #: whether the same call, run again, may succeed (another writer was committing)
+    retryable = False
+
+
+class ConcurrentWriteError(HistoryError):
+    """Another writer committed into the history while this call was recording: nothing of
+    this call is visible. Retry it: it then records, finds its generations recorded (the
+    same assignment: a no-op), or says that they were recorded with another assignment.
+
+    >>> ConcurrentWriteError("g1 generation 5 was recorded meanwhile").retryable
+    True
+    """
+
+    retryable = True
+
 
 def describe_rows(rows: Iterable[dict], total: int | None = None) -> str:
     """Format offending rows for an error message: one ``key=value`` line per row."""

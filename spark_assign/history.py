@@ -41,14 +41,21 @@ tables it already committed. Pairs already in ``generations`` are dropped
 before writing: recording the same generation with the same assignment again
 is a quiet no-op; with a different assignment it raises :class:`HistoryError`
 (a generation, once recorded, never changes; record a new generation instead).
+A call that finds its record id taken by other rows (another writer of the same
+generations, or one killed before its last commit) writes under the record id extended
+with a hash of its own rows.
 
 Layout: the tables are not partitioned. A call typically records every group
 once (10,000 groups -> one generation each); partitioning by ``group_id`` would
 write 10,000 tiny files per call and table. Unpartitioned, a call writes a few
 files per table; :meth:`AssignmentHistory.optimize` compacts them.
 
-Writers into one history take turns (:mod:`spark_assign.locking`): two pipelines recording
-at the same moment never both land the same generation of a group.
+Concurrent writers: the ``generations`` commit lands only if none of its pairs was
+committed meanwhile, so two writers of the same generation of a group land exactly one, and
+the other gets a retryable :class:`~spark_assign.errors.ConcurrentWriteError`; writers of
+different generations both land. The ``spark-delta`` backend commits conditionally
+(:meth:`~spark_assign.delta_backends.SparkDeltaStore.append_new`); the embedded backend's
+writers take turns under a lock file (:mod:`spark_assign.locking`).
 
 Code: :class:`AssignmentHistory` is the handle; its read methods live in
 :class:`~spark_assign.history_reader.HistoryReader`, its writes in

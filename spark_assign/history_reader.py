@@ -26,6 +26,7 @@ class HistoryReader:
 
     spark: SparkSession
     location: str
+    backend: str
     stores: dict[str, DeltaStore]
 
     def _raw(self, table: str) -> DataFrame:

@@ -20,6 +20,7 @@ generations:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 from collections.abc import Iterable
@@ -29,7 +30,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from .assign import ALIASES, SERVER_ALIASES
-from .errors import HistoryError, describe_rows
+from .errors import ConcurrentWriteError, HistoryError, describe_rows
 from .frames import one_row, per_group
 from .generation_stats import generation_stats
 from .history_reader import HistoryReader
@@ -40,7 +41,7 @@ from .locking import history_lock
 from .lost_executors import explains_lost_executors
 from .properties import revocations as owned_revocations
 from .properties import subscribed_partitions
-from .storage import is_path, local_path
+from .storage import EMBEDDED, is_path, local_path
 
 #: the per-generation columns a writer call gives (one row per recorded generation);
 #: ``members``, ``unassigned``, ``ignored_owned_claims`` and ``partitions_moved`` may be
@@ -185,12 +186,24 @@ def write_generations(
             new = generations.join(flagged.where(~F.col("_present")).select(*PAIR), PAIR, "left_semi")
             if in_small_call():  # read by every write and the summary, and its flags off the driver
                 new = materialize(new)
-            _write(history, assignments, new, revocations, members, rid, int(counts["new"]),
-                   revoked_known=revoked_known, lost_known=lost_known, lags_known=lags_known, label=label)
+            write = functools.partial(_write, history, assignments, new, revocations, members, n_new=int(counts["new"]),
+                                      revoked_known=revoked_known, lost_known=lost_known, lags_known=lags_known,
+                                      label=label)
+            try:
+                write(rid)
+            except _RecordIdTaken:
+                # a writer of the same generations with other rows committed some of its tables
+                # under this record id and not (yet) its generations: this call's rows go under a
+                # record id of their own content, so only the first generations commit shows
+                try:
+                    write(_content_record_id(rid, assignments, revocations, new))
+                except _RecordIdTaken as taken:  # a third writer, of these very rows, meanwhile
+                    raise ConcurrentWriteError(f"{taken}: generations being recorded by another writer; nothing "
+                                               "of this call is visible: retry it") from None
     return history.history().join(generations.select(*PAIR), PAIR, "left_semi")
 
 
-def _write(history, assignments, new, revocations, members, rid, n_new, *, revoked_known, lost_known, lags_known,
+def _write(history, assignments, new, revocations, members, rid, *, n_new, revoked_known, lost_known, lags_known,
            label):
     stores = history.stores
     meta = {"record_id": rid, "generations": n_new}
@@ -206,7 +219,9 @@ def _write(history, assignments, new, revocations, members, rid, n_new, *, revok
         earlier try of the same call (then read back, and nothing is staged)."""
         store = stores[table]
         if store.committed(f"spark-assign:{table}:{rid}"):
-            return history._raw(table).where(F.col("record_id") == rid), None
+            committed = history._raw(table).where(F.col("record_id") == rid)
+            _check_same_rows(table, df, committed, rid)
+            return committed, None
         # in a small call the rows are stored on the driver first: written from there, and read
         # from there by the generations' summary (a re-read of the files is several partitions)
         s = store.stage(materialize(df) if in_small_call() else df)
@@ -226,15 +241,54 @@ def _write(history, assignments, new, revocations, members, rid, n_new, *, revok
         _, m_stage = staged("members", members.join(per_gen.select(*PAIR, "recorded_at"), PAIR).select(
             *MEMBER_ROW, *common))
     for table, s in (("assignments", a_stage), ("revocations", r_stage), ("members", m_stage)):
-        if s is not None:
-            s.commit(app_id=f"spark-assign:{table}:{rid}", metadata=meta)
+        if s is not None and not s.commit(app_id=f"spark-assign:{table}:{rid}", metadata=meta):
+            # another writer committed this record id first (the same generations): its rows stay
+            _check_same_rows(table, s.rows, history._raw(table).where(F.col("record_id") == rid), rid)
 
-    # 2. generations: the summary of the staged rows
+    # 2. generations: the summary of the staged rows, committed only if none of its pairs was
+    #    recorded meanwhile (the storage backend's conditional commit)
     stats = generation_stats(history, a_rows, r_rows, new, revoked_known=revoked_known, lost_known=lost_known,
                              lags_known=lags_known)
     _, g_stage = staged("generations", stats.withColumn("record_id", F.lit(rid)))
     if g_stage is not None:
-        g_stage.commit(app_id=f"spark-assign:generations:{rid}", metadata=meta)
+        g_stage.commit(app_id=f"spark-assign:generations:{rid}", metadata=meta, unique=PAIR)
+
+
+#: the columns that say what a table's row records: two writes of one record id must agree on them
+_CONTENT = {
+    "assignments": (*PAIR, "member_id", *TP),
+    "revocations": (*PAIR, "member_id", *TP, "kind"),
+    "members": (*PAIR, "member_id"),
+}
+
+
+class _RecordIdTaken(Exception):
+    """A table holds rows of this call's record id that differ from the call's own."""
+
+
+def _check_same_rows(table: str, rows: DataFrame, committed: DataFrame, rid: str) -> None:
+    """Raise :class:`_RecordIdTaken` if ``rows`` differ from the ``committed`` rows of the same
+    record id (written by another writer of the same generations; an earlier try of this call
+    wrote the same rows)."""
+    cols = list(_CONTENT.get(table, ()))
+    if not cols:
+        return
+    ours, theirs = rows.select(*cols), committed.select(*cols)
+    if ours.exceptAll(theirs).take(1) or theirs.exceptAll(ours).take(1):
+        raise _RecordIdTaken(f"{table}: record id {rid} holds other rows")
+
+
+def _content_record_id(rid: str, assignments: DataFrame, revocations: DataFrame | None, new: DataFrame) -> str:
+    """``rid`` extended with a hash of the call's assignment and revocation rows of the ``new``
+    pairs: the same for a retry of this call, another for a call with other rows. One Spark action."""
+    content = assignments.select(*PAIR, "member_id", *TP, F.lit(None).cast("string").alias("kind"))
+    if revocations is not None:
+        content = content.unionByName(revocations.select(*PAIR, "member_id", *TP, "kind"))
+    content = content.join(new.select(*PAIR), PAIR, "left_semi")
+    digest = F.sha2(F.concat_ws("\t", *[F.coalesce(F.col(c).cast("string"), F.lit("")) for c in content.columns]), 256)
+    sums = one_row(content.agg(*[F.sum(F.conv(F.substring(digest, 15 * i + 1, 15), 16, 10).cast("decimal(38,0)"))
+                                 .alias(f"s{i}") for i in range(_RID_CHUNKS)]))
+    return f"{rid}." + "".join(f"{int(sums[f's{i}'] or 0) % _RID_MOD:015x}" for i in range(_RID_CHUNKS))
 
 
 class HistoryWriter(HistoryReader):
@@ -253,10 +307,10 @@ class HistoryWriter(HistoryReader):
         never looks at a table another writer is creating: a first commit's files land in
         the table folder a moment before its Delta log does. A history whose folder does not
         exist yet is checked without the lock, which would create the folder."""
-        root = self.lock_root()
+        root = self._local_root()
         if root is not None and os.path.exists(root) and not os.path.isdir(root):
             raise HistoryError(f"history {self.location!r} is a file: expected a folder of Delta tables")
-        if not locked and root is not None and os.path.isdir(root):
+        if not locked and root is not None and self.lock_root() is not None and os.path.isdir(root):
             with history_lock(root):
                 self.check_writable(locked=True)
             return
@@ -268,8 +322,14 @@ class HistoryWriter(HistoryReader):
             store.check_writable()
 
     def lock_root(self) -> str | None:
-        """The local folder that holds the history's commit lock (:mod:`spark_assign.locking`),
-        None for catalog tables and object stores."""
+        """The local folder that holds the history's commit lock (:mod:`spark_assign.locking`):
+        the embedded backend's writers take turns there. None for the ``spark-delta`` backend,
+        whose generations commit is conditional (:meth:`~spark_assign.delta_backends.SparkDeltaStore.append_new`),
+        and for object stores."""
+        return self._local_root() if self.backend == EMBEDDED else None
+
+    def _local_root(self) -> str | None:
+        """The history's local folder, None for catalog tables and object stores."""
         return local_path(self.location) if is_path(self.location) else None
 
     @explains_lost_executors

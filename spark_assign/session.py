@@ -23,6 +23,17 @@ UNIX_SOCKETS = "spark.python.unix.domain.socket.enabled"
 #: their run: every small call (:data:`~spark_assign.lineage.SMALL_CALL_SETTINGS`), and the test
 #: suite's sessions. ``factoryMode`` is one of Spark's internal settings
 INTERPRETED = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+#: Spark's substitution of constant SQL parameters before parsing (see :data:`DELTA_SQL`)
+PARAMETER_SUBSTITUTION = "spark.sql.legacy.parameterSubstitution.constantsOnly"
+#: Delta Lake's SQL extension and catalog: with Delta's jars on the class path (``spark.jars``,
+#: ``--packages io.delta:delta-spark_2.13:<version>``), the settings that make a session write and
+#: read Delta itself, as Databricks does; the history then uses the ``spark-delta`` backend.
+#: Delta's SQL parser drops the parameter markers of ``spark.sql(text, args=...)`` (Delta 4.x on
+#: Spark 4.1+, delta-io/delta#7640), which the queries under ``sql/`` take; Spark's substitution of
+#: constant parameters before parsing (its ``legacy`` setting) gives them back their values
+DELTA_SQL = {"spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+             "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+             PARAMETER_SUBSTITUTION: "true"}
 
 
 def local_session(

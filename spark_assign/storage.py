@@ -233,6 +233,15 @@ class DeltaStore:
         """
         raise NotImplementedError
 
+    def append_new(self, df: DataFrame, keys: tuple[str, ...], *, app_id: str,
+                   metadata: dict[str, Any] | None = None) -> bool:
+        """:meth:`append`, unless a row with the same ``keys`` was committed meanwhile: then
+        :class:`~spark_assign.errors.ConcurrentWriteError`. The embedded backend's writers take
+        turns under the history's lock (:mod:`spark_assign.locking`), so a plain append is
+        already conditional there; the spark-delta backend commits conditionally
+        (:meth:`~spark_assign.delta_backends.SparkDeltaStore.append_new`)."""
+        return self.append(df, app_id=app_id, metadata=metadata)
+
     def stage(self, df: DataFrame) -> Staged:
         """Prepare ``df``'s rows for a later :meth:`Staged.commit`.
 
@@ -264,7 +273,12 @@ class Staged:
     def __init__(self, store: DeltaStore, rows: DataFrame):
         self.store, self.rows = store, rows
 
-    def commit(self, *, app_id: str, metadata: dict[str, Any] | None = None) -> bool:
+    def commit(self, *, app_id: str, metadata: dict[str, Any] | None = None,
+               unique: tuple[str, ...] | None = None) -> bool:
         """Commit the staged rows as one Delta transaction marked ``app_id``; False
-        (nothing committed) when a commit with that marker is already in the table."""
+        (nothing committed) when a commit with that marker is already in the table.
+        ``unique``: columns none of whose values may be committed meanwhile
+        (:meth:`DeltaStore.append_new`)."""
+        if unique:
+            return self.store.append_new(self.rows, unique, app_id=app_id, metadata=metadata)
         return self.store.append(self.rows, app_id=app_id, metadata=metadata)

@@ -137,7 +137,7 @@ def prepare(spark, workdir: str) -> None:
     members, partitions = inputs(spark)
     with open(os.path.join(workdir, EXPECTED), "w") as out:
         json.dump(rows(assign(members, partitions, "sticky")), out)
-    history = AssignmentHistory(os.path.join(workdir, BASE_HISTORY), spark)
+    history = AssignmentHistory(os.path.join(workdir, BASE_HISTORY), spark, backend="embedded")
     first = rebalance(members, partitions, strategy="cooperative-sticky", history=history)
     first.members.select("group_id", "member_id", "topics", "owned", "generation").unionByName(
         spark.range(0, 40, numPartitions=2).select(
@@ -161,7 +161,7 @@ def run_calls(spark, mode, members, partitions, joined, history_path, with_a_kil
     # rebalance() recording its rounds: a cooperative rebalance of 40 groups that each get a
     # joiner (two rounds, the first round's state read by the second and by the recording), on a
     # history holding generation 1
-    history = AssignmentHistory(history_path, spark)
+    history = AssignmentHistory(history_path, spark, backend="embedded")
     before = history.history().count()
     outcome = with_a_kill(lambda: rows(rebalance(joined, partitions, strategy="cooperative-sticky",
                                                  history=history).final), KILL_AFTER_JOBS["rebalance"])

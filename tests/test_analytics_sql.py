@@ -24,7 +24,7 @@ GENERATIONS = {
 
 def build_history(spark, path) -> AssignmentHistory:
     """Record the five generations of group ``g`` (topic ``t``, 4 partitions)."""
-    history = AssignmentHistory(str(path), spark)
+    history = AssignmentHistory(str(path), spark, backend="embedded")
     parts = spark.createDataFrame([("t", p) for p in range(4)], "topic string, partition int")
     lags = spark.createDataFrame([("g", "t", p, lag) for p, lag in LAGS.items()],
                                  "group_id string, topic string, partition int, lag long")

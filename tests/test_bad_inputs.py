@@ -45,7 +45,7 @@ def recorded(spark, tmp_path_factory):
     """A real history with one recorded rebalance, copied by the history cases."""
     folder = tmp_path_factory.mktemp("recorded") / "history"
     rebalance(frame(spark, DEFAULTS["members"]), frame(spark, DEFAULTS["partitions"]), strategy="range",
-              history=AssignmentHistory(str(folder), spark))
+              history=AssignmentHistory(str(folder), spark, backend="embedded"))
     return folder
 
 
@@ -156,7 +156,7 @@ def test_bad_input(spark, case, tmp_path, recorded, capsys):
         assert case["message"] in lines[0], err
     else:
         with pytest.raises(error) as raised:
-            run_call(spark, case, AssignmentHistory(str(folder), spark))
+            run_call(spark, case, AssignmentHistory(str(folder), spark, backend="embedded"))
         assert type(raised.value).__name__ == case["error"], raised.value
         assert case["message"] in str(raised.value)
     assert tree_bytes(folder) == before
@@ -168,7 +168,7 @@ def test_two_pipelines_recording_at_once_never_duplicate_a_generation(spark, tmp
     and a writer that lost the race fails with HistoryError, never half-recorded."""
     members = frame(spark, DEFAULTS["members"])
     joined = members.unionByName(spark.createDataFrame([("g", "m3", ["t"])], members.schema))
-    history = AssignmentHistory(str(tmp_path / "history"), spark)
+    history = AssignmentHistory(str(tmp_path / "history"), spark, backend="embedded")
     outcomes: dict[str, object] = {}
 
     def run(name, m):

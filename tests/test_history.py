@@ -71,7 +71,7 @@ def record_step(spark, history: AssignmentHistory, k: int, generation=None):
 def recorded(spark, tmp_path_factory):
     """Call 1 (default generation), call 2 (generation as a DataFrame), call 2 again (int)."""
     location = str(tmp_path_factory.mktemp("history") / "h")
-    history = AssignmentHistory(location, spark)
+    history = AssignmentHistory(location, spark, backend="embedded")
     first = record_step(spark, history, 0)
     groups2 = [c.group_id for c in step_cases(1)]
     gen2 = spark.createDataFrame([(g, 2) for g in groups2], "group_id string, generation int")
@@ -211,7 +211,7 @@ def test_different_assignment_for_a_recorded_generation_is_refused(spark, record
 
 
 def test_default_generation_is_previous_plus_one_and_new_groups_start_at_one(spark, tmp_path):
-    h = AssignmentHistory(str(tmp_path / "h"), spark)
+    h = AssignmentHistory(str(tmp_path / "h"), spark, backend="embedded")
     a = spark.createDataFrame([("g1", "m", "t", 0)], "group_id string, member_id string, topic string, partition int")
     h.record(a, strategy="range", generation=7)
     both = a.unionByName(spark.createDataFrame([("g2", "m", "t", 0)], a.schema))
@@ -222,7 +222,7 @@ def test_default_generation_is_previous_plus_one_and_new_groups_start_at_one(spa
 
 
 def test_generation_dataframe_must_cover_every_group(spark, tmp_path):
-    h = AssignmentHistory(str(tmp_path / "h"), spark)
+    h = AssignmentHistory(str(tmp_path / "h"), spark, backend="embedded")
     a = spark.createDataFrame([("g1", "m", "t", 0), ("g2", "m", "t", 0)],
                               "group_id string, member_id string, topic string, partition int")
     gens = spark.createDataFrame([("g1", 3)], "group_id string, generation int")
@@ -238,7 +238,7 @@ KILLED_RUN = textwrap.dedent("""
     spark = local_session("killed-run", shuffle_partitions=2)
     rows = [("g1", "a", "t", 0), ("g1", "b", "t", 1), ("g2", "x", "t", 0)]
     df = spark.createDataFrame(rows, "group_id string, member_id string, topic string, partition int")
-    AssignmentHistory(sys.argv[1], spark).record(df, strategy="range", generation=2)
+    AssignmentHistory(sys.argv[1], spark, backend="embedded").record(df, strategy="range", generation=2)
 """)
 
 
@@ -248,7 +248,7 @@ def test_killed_run_leaves_no_half_recorded_generation(spark, tmp_path):
     invisible, and recording generation 2 again afterwards leaves exactly one copy."""
     loc = str(tmp_path / "h")
     schema = "group_id string, member_id string, topic string, partition int"
-    h = AssignmentHistory(loc, spark)
+    h = AssignmentHistory(loc, spark, backend="embedded")
     gen1 = spark.createDataFrame([("g1", "a", "t", 0), ("g1", "a", "t", 1), ("g2", "x", "t", 0)], schema)
     h.record(gen1, strategy="range", generation=1)
 
@@ -274,7 +274,7 @@ def test_killed_run_leaves_no_half_recorded_generation(spark, tmp_path):
     raw = DeltaTable(f"{loc}/assignments").to_pyarrow_table().to_pylist()
     assert sorted({r["generation"] for r in raw}) == [1, 2]
     # ... but no reader sees them
-    h = AssignmentHistory(loc, spark)
+    h = AssignmentHistory(loc, spark, backend="embedded")
     assert sorted((r.group_id, r.generation) for r in h.history().collect()) == [("g1", 1), ("g2", 1)]
     assert_df_equality(h.assignments().select("group_id", "member_id", "topic", "partition"), gen1,
                        ignore_row_order=True, ignore_nullable=True)
@@ -303,7 +303,7 @@ def test_a_first_record_killed_before_its_first_commit_leaves_a_history_that_rec
     delta-rs created the table: the stranded files are in no table; the next record creates it
     around them and reads only its own rows."""
     loc = str(tmp_path / "h")
-    h = AssignmentHistory(loc, spark)
+    h = AssignmentHistory(loc, spark, backend="embedded")
     store = h.stores["assignments"]
     values = {"group_id": "'g1'", "generation": "1", "member_id": "'stranded'", "topic": "'t'", "partition": "0"}
     stranded = spark.range(1).selectExpr(*[f"CAST({values.get(f.name, 'NULL')} AS {f.dataType.simpleString()}) "
@@ -328,7 +328,7 @@ def test_a_writer_checks_a_history_between_other_writers_commits(spark, tmp_path
     from spark_assign.locking import history_lock
     from spark_assign.storage import arrow_schema
 
-    h = AssignmentHistory(str(tmp_path / "h"), spark)
+    h = AssignmentHistory(str(tmp_path / "h"), spark, backend="embedded")
     gens = tmp_path / "h" / "generations"
     creating = threading.Event()
 
@@ -352,7 +352,7 @@ def test_a_writer_checks_a_history_between_other_writers_commits(spark, tmp_path
 
 
 def test_generation_dataframe_gives_one_generation_per_group(spark, tmp_path):
-    h = AssignmentHistory(str(tmp_path / "h"), spark)
+    h = AssignmentHistory(str(tmp_path / "h"), spark, backend="embedded")
     a = spark.createDataFrame([("g1", "m", "t", 0), ("g2", "m", "t", 0)],
                               "group_id string, member_id string, topic string, partition int")
     gens = spark.createDataFrame([("g1", 3), ("g2", 4), ("g2", 5)], "group_id string, generation int")
@@ -367,7 +367,7 @@ def test_record_generations_records_several_generations_per_group_in_one_commit(
     moves are found inside the call as well as in the history; the same call again is
     a no-op, and a pair given twice is refused before anything is written."""
     loc = str(tmp_path / "h")
-    h = AssignmentHistory(loc, spark)
+    h = AssignmentHistory(loc, spark, backend="embedded")
     schema = "group_id string, member_id string, topic string, partition int"
     h.record(spark.createDataFrame([("g1", "a", "t", 0), ("g1", "a", "t", 1)], schema), strategy="range",
              generation=1)

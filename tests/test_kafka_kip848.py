@@ -173,7 +173,7 @@ def test_a_populated_answer_decodes_to_members_epochs_and_target_assignments(spa
     assert snap.record(history)
     assert rebalance_job.main(["--snapshot", "latest", "--history", history]) == 0
     assert "rebalanced 1 group(s)" in capsys.readouterr().out
-    gens = AssignmentHistory(history, spark).history().orderBy("generation").collect()
+    gens = AssignmentHistory(history, spark, backend="embedded").history().orderBy("generation").collect()
     # epoch 13 assigns the 4 partitions no other member holds; the 2 moving to m3 follow at 14,
     # once revoked (KIP-848's reconciliation)
     assert [(g.group_id, g.generation, g.strategy, g.protocol, g.members, g.partitions, g.total_lag)

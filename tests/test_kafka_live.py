@@ -69,7 +69,7 @@ def test_consumers_follow_a_recorded_lag_aware_plan_cooperatively(spark, broker,
         snap = capture(spark, broker.bootstrap, ["plan"], history=history, auto_offset_reset="earliest", timeout_s=5)
         assert sorted((r.partition, r.lag) for r in snap.lags.collect()) == [(p, p) for p in range(6)]
         plan = assign(snap.members, snap.partitions, "lag-aware", lags=snap.lags)
-        AssignmentHistory(history, spark).record(plan, members=snap.members, partitions=snap.partitions,
+        AssignmentHistory(history, spark, backend="embedded").record(plan, members=snap.members, partitions=snap.partitions,
                                                  strategy="lag-aware", lags=snap.lags)
         planned = {(r.member_id, r.topic, r.partition) for r in plan.collect()}
         assert planned != before  # the plan moves partitions, so following it is observable
@@ -172,7 +172,7 @@ def test_capture_job_then_rebalance_jobs_on_the_snapshot_and_the_cluster(spark, 
                                    "--history", history]) == 0
         assert "rebalanced 1 group(s) with the members' assignors" in capsys.readouterr().out
     assert snapshot_store(spark, history).read().count() == 2
-    recorded = AssignmentHistory(history, spark)
+    recorded = AssignmentHistory(history, spark, backend="embedded")
     gens = recorded.history().where("group_id = 'jobs'").orderBy("generation").collect()
     # range is EAGER: the members give up their 4 owned partitions, then get the same ones back;
     # the second run's members (the live ones, at the live generation) come after the first run's

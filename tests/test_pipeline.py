@@ -39,7 +39,7 @@ def test_sample_rerun_leaves_one_copy_then_a_membership_export_carries_ownership
     assert first == second  # the re-run reports the generations recorded before
     assert "owned partitions from the input" in first
 
-    h = AssignmentHistory(hist, spark)
+    h = AssignmentHistory(hist, spark, backend="embedded")
     # Kafka's selection from each group's assignors; the cooperative group needs two rounds
     assert sorted((r.group_id, r.generation, r.strategy, r.protocol) for r in h.history().collect()) == [
         ("analytics", 5, "sticky", "eager"), ("billing", 5, "range", "eager"),
@@ -106,7 +106,7 @@ def test_csv_inputs_strategy_override_and_default_generations(spark, pipeline, t
     assert pipeline.main(argv) == 0
     out = capsys.readouterr().out
     assert "with range, owned partitions from the input" in out
-    h = AssignmentHistory(str(tmp_path / "h"), spark)
+    h = AssignmentHistory(str(tmp_path / "h"), spark, backend="embedded")
     rows = sorted((r.group_id, r.generation, r.strategy, r.members, r.partitions, r.partitions_moved)
                   for r in h.history().collect())
     # the next generation: one more than the latest recorded or the members' own (g1's m1: 1)
@@ -196,7 +196,7 @@ def test_successive_runs_carry_ownership_from_the_history(spark, pipeline, tmp_p
                        ignore_row_order=True, ignore_nullable=True)
     # each generation's recorded partitions_moved (given by the rebalance when it knows
     # it, else counted by the writer) equals a recount from the recorded rows
-    h = AssignmentHistory(history, spark)
+    h = AssignmentHistory(history, spark, backend="embedded")
     gens = h.history().select("group_id", "generation", "previous_generation", "partitions_moved")
     a = h.assignments().select("group_id", "generation", "member_id", "topic", "partition")
     prev = a.select("group_id", F.col("generation").alias("previous_generation"), F.col("member_id").alias("_prev"),

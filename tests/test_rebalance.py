@@ -49,7 +49,7 @@ def test_cooperative_two_rounds_recorded(spark, tmp_path, small_call_rows):
     members, partitions = inputs(spark, cases)
     members = members.withColumn("assignors", F.array(F.lit("cooperative-sticky"))).withColumn(
         "protocol", F.lit("COOPERATIVE"))
-    history = AssignmentHistory(str(tmp_path / "history"), spark)
+    history = AssignmentHistory(str(tmp_path / "history"), spark, backend="embedded")
     r = rebalance(members, partitions, history=history)
     s = {row.round: row for row in r.summary.collect()}
     assert sorted(s) == [1, 2] and r.rounds == 2
@@ -69,7 +69,7 @@ def test_cooperative_two_rounds_recorded(spark, tmp_path, small_call_rows):
 def test_no_common_assignor_records_nothing(spark, tmp_path):
     cases = load_cases("protocol/no_common.yaml")
     members, partitions = inputs(spark, cases)
-    history = AssignmentHistory(str(tmp_path / "history"), spark)
+    history = AssignmentHistory(str(tmp_path / "history"), spark, backend="embedded")
     with pytest.raises(NoCommonAssignorError, match="disjoint_lists"):
         rebalance(members, partitions, history=history)
     assert history.history().count() == 0

@@ -34,7 +34,7 @@ def _parts(spark):
 
 @pytest.mark.connect
 def test_simulate_static_crash_and_delayed_resolution(spark, tmp_path):
-    history = AssignmentHistory(str(tmp_path / "history"), spark)
+    history = AssignmentHistory(str(tmp_path / "history"), spark, backend="embedded")
     events = _events(spark, ["plain", "delayed"]).withColumn(
         "_delay", F.when(F.col("group_id") == "delayed", F.lit(20)).otherwise(F.lit(0)).cast("long"))
     r = simulate(events, _parts(spark), session_timeout_ms=25, history=history)
@@ -101,7 +101,7 @@ def test_bad_events_name_the_event_and_record_nothing(spark, tmp_path):
     for g, _, problem in BAD:
         assert g in msg and problem in msg, (g, msg)
     assert "'zz'" in msg and "event_number=3" in msg
-    history = AssignmentHistory(str(tmp_path / "history"), spark)
+    history = AssignmentHistory(str(tmp_path / "history"), spark, backend="embedded")
     # a valid group alongside a bad one: nothing at all is recorded
     ok = spark.createDataFrame([("fine", 0, "join", "a", None, ["t"], None, None, None, 1)], E + ", seq long")
     with pytest.raises(InvalidEventsError):
@@ -114,7 +114,7 @@ def test_no_common_assignor_at_a_step(spark, tmp_path):
         ("g", 0, "join", "a", None, ["t"], ["range"], None, None),
         ("g", 5, "join", "b", None, ["t"], ["cooperative-sticky"], None, None),
     ], E)
-    history = AssignmentHistory(str(tmp_path / "history"), spark)
+    history = AssignmentHistory(str(tmp_path / "history"), spark, backend="embedded")
     with pytest.raises(NoCommonAssignorError, match=r"g at 5 \(step 2\)"):
         simulate(events, _parts(spark), history=history)
     assert history.history().count() == 0
@@ -136,7 +136,7 @@ def test_what_if_compares_variants_with_the_lags_of_the_events(spark, tmp_path):
         ("g", 30, "lag_change", None, None, None, "t", 2, 1000),
     ], schema)
     parts = spark.createDataFrame([("t", i) for i in range(3)], "topic string, partition int")
-    history = AssignmentHistory(str(tmp_path / "h"), spark)
+    history = AssignmentHistory(str(tmp_path / "h"), spark, backend="embedded")
     cmp = {r.variant: r for r in what_if(
         events, parts, [{"name": "range", "strategy": "range"}, {"name": "rr", "strategy": "roundrobin"}],
         history=history, record_variant="rr").collect()}
@@ -174,7 +174,7 @@ def test_what_if_migration_to_kip848(spark, tmp_path, small_call_rows):
         ("g", 120_000, "join", "c", None, ["t"], ["cooperative-sticky"], None, None),
         ("g", 180_000, "leave", "b", None, None, None, None, None),
     ], E)
-    history = AssignmentHistory(str(tmp_path / "h"), spark)
+    history = AssignmentHistory(str(tmp_path / "h"), spark, backend="embedded")
     cmp = {r.variant: r for r in what_if(
         events, _parts(spark), [{"name": "coop", "strategy": "cooperative-sticky"},
                                 {"name": "kip848", "group_protocol": "consumer", "heartbeat_interval_ms": 5000}],

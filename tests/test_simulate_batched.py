@@ -104,7 +104,7 @@ def test_all_steps_at_once_equal_the_step_loop(spark, caplog):
 
 def test_a_group_that_empties_is_recorded_with_its_generations_numbered_on(spark, tmp_path):
     events, parts, _ = _inputs(spark)
-    history = AssignmentHistory(str(tmp_path / "history"), spark)
+    history = AssignmentHistory(str(tmp_path / "history"), spark, backend="embedded")
     r = simulate(events.where("group_id = 'range_group_empties'").drop("_strategy", "_rule"), parts,
                  strategy="range", history=history)
     assert sorted(g.generation for g in r.generations.collect()) == [1, 2, 3]

@@ -16,6 +16,7 @@ from spark_assign.history import AssignmentHistory
 from spark_assign.inputs import normalize_members, normalize_partitions
 from spark_assign.storage import (
     EMBEDDED,
+    SPARK_DELTA,
     DeltaStore,
     choose_backend,
     detect_format,
@@ -33,18 +34,22 @@ SCHEMA = T.StructType([
 ])
 
 
-def test_embedded_backend_without_delta_jars(spark):
-    assert not spark_delta_configured(spark)
-    assert choose_backend(spark) == EMBEDDED
+def test_backend_choice(spark):
+    # the test session has Delta configured, as Databricks and spark-submit sessions do: the
+    # jar-less choice (embedded) is checked by the subprocess runs (tests/test_packaging.py)
+    assert spark_delta_configured(spark)
+    assert choose_backend(spark) == SPARK_DELTA and choose_backend(spark, "embedded") == EMBEDDED
+    with pytest.raises(HistoryError, match=r"unknown storage backend 'delta-rs': expected one of"):
+        choose_backend(spark, "delta-rs")
     assert is_path("out/history") and is_path("/tmp/x") and is_path("s3://b/x") and is_path("./h")
     assert not is_path("main.kafka_ops")
     with pytest.raises(HistoryError, match="catalog table name"):
-        DeltaStore(spark, "main.kafka_ops.assignments", SCHEMA)
+        DeltaStore(spark, "main.kafka_ops.assignments", SCHEMA, backend="embedded")
 
 
 def test_append_commit_read_and_idempotence(spark, tmp_path):
     loc = str(tmp_path / "t")
-    store = DeltaStore(spark, loc, SCHEMA)
+    store = DeltaStore(spark, loc, SCHEMA, backend="embedded")
     empty = store.read()
     assert empty.count() == 0 and empty.schema == SCHEMA  # before the table exists
 
@@ -86,7 +91,7 @@ def test_a_table_of_many_local_files_is_read_without_a_listing_job(spark, tmp_pa
     call. Its local files are listed on the driver, under the session's own setting after."""
     from spark_assign.delta_backends import LISTING_THRESHOLD
 
-    store = DeltaStore(spark, str(tmp_path / "t"), SCHEMA)
+    store = DeltaStore(spark, str(tmp_path / "t"), SCHEMA, backend="embedded")
     rows = spark.range(0, 40, 1, numPartitions=40).selectExpr(  # a file each
         "CAST(id AS STRING) AS group_id", "CAST(id AS INT) AS generation", "id AS lag",
         "TIMESTAMP'2026-01-02 03:04:05' AS at")
@@ -105,11 +110,11 @@ def test_relative_location_is_where_it_was_opened(spark, tmp_path, monkeypatch):
     # the session's JVM keeps the working directory it started in: a relative table folder
     # opened after a chdir must still be written, committed and read in one place
     monkeypatch.chdir(tmp_path)
-    store = DeltaStore(spark, "rel/t", SCHEMA)
+    store = DeltaStore(spark, "rel/t", SCHEMA, backend="embedded")
     assert store.location == str(tmp_path / "rel" / "t")
     df = spark.sql("SELECT 'g' AS group_id, 1 AS generation, 7L AS lag, TIMESTAMP'2026-01-02 03:04:05' AS at")
     assert store.append(df, app_id="app-1") is True
-    history = AssignmentHistory("out/history", spark)  # its lock and checks, and its tables, in one folder
+    history = AssignmentHistory("out/history", spark, backend="embedded")  # its lock and checks, and its tables, in one folder
     assert history.location == str(tmp_path / "out" / "history")
     assert {s.location for s in history.stores.values()} == {str(tmp_path / "out" / "history" / n)
                                                               for n in history.stores}
@@ -141,7 +146,7 @@ def test_read_input_formats(spark, tmp_path):
 
     # a Delta folder written by the embedded backend is an input too
     schema = T.StructType([T.StructField("topic", T.StringType()), T.StructField("partition", T.IntegerType())])
-    store = DeltaStore(spark, str(tmp_path / "pdelta"), schema)
+    store = DeltaStore(spark, str(tmp_path / "pdelta"), schema, backend="embedded")
     store.append(spark.createDataFrame([("t", 0), ("t", 1)], schema), app_id="x")
     assert detect_format(str(tmp_path / "pdelta")) == "delta"
     assert read_input(spark, str(tmp_path / "pdelta")).count() == 2

@@ -63,7 +63,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import SparkSession
 
@@ -75,6 +75,9 @@ from .kip848 import ConsumerGroupDescription, describe_consumer_groups
 from .live_tables import latest_rebalances
 from .snapshots import SNAPSHOTS_SCHEMA, Snapshot
 
+if TYPE_CHECKING:
+    from ..history import AssignmentHistory
+
 LAG_RULES = {"committed": "end - committed", "latest": "no commit, latest: 0",
              "earliest": "no commit, earliest: end - start"}
 
@@ -84,11 +87,12 @@ KIP848_UNSUPPORTED = ("a KIP-848 consumer group, and its coordinator does not su
 
 def capture(spark: SparkSession, bootstrap_servers: str | list[str], groups: Iterable[str] | None = None, *,
             auto_offset_reset: str = "latest", timeout_s: float = 10.0, capture_id: str | None = None,
-            history: str | None = None, **client_config: Any) -> Snapshot:
+            history: str | AssignmentHistory | None = None, **client_config: Any) -> Snapshot:
     """Capture ``groups`` (default: every group the brokers list) from the cluster at
     ``bootstrap_servers``; record the capture in ``<history>/snapshots`` when ``history``
-    is given (idempotent per ``capture_id``, default a new id), where the members also
-    come from the rebalances recorded in it (see the module doc).
+    is given (a folder, a catalog prefix or an :class:`~spark_assign.history.AssignmentHistory`;
+    idempotent per ``capture_id``, default a new id), where the members also come from the
+    rebalances recorded in it (see the module doc).
 
     ``client_config``: kafka-python ``KafkaAdminClient`` settings (security, SASL, SSL);
     an unknown one raises :class:`~spark_assign.errors.InvalidOptionError`. An unreachable
@@ -154,7 +158,7 @@ class _Group:
                 self.partitions, self.lags, self.problems, self.assignment_epoch, self.targets)
 
 
-def _capture_groups(admin, wanted: list[str] | None, reset: str, history: str | None,
+def _capture_groups(admin, wanted: list[str] | None, reset: str, history: str | AssignmentHistory | None,
                     steps: list[str]) -> list[tuple]:
     """The groups' records; ``steps`` gets the step under way (for the error of a failed request)."""
     try:
@@ -174,7 +178,8 @@ def _capture_groups(admin, wanted: list[str] | None, reset: str, history: str | 
             consumer_groups = describe_consumer_groups(admin, kip848)
         except client.unsupported_request_error():
             consumer_groups = None
-    recorded = latest_rebalances(history, classic) if history is not None and classic else {}
+    where = history if history is None or isinstance(history, str) else history.location
+    recorded = latest_rebalances(where, classic) if where is not None and classic else {}
     groups = [_consumer_described(_Group(g, "consumer"), consumer_groups) if listed.get(g) == "consumer"
               else _described(_Group(g, listed.get(g, "classic")), described.get(g), recorded.get(g), g in listed)
               for g in ids]

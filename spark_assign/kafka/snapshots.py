@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -24,6 +25,9 @@ from ..errors import HistoryError
 from ..inputs import MEMBER_COLUMNS
 from ..lags import LAG_COLUMNS
 from ..storage import DeltaStore, is_path
+
+if TYPE_CHECKING:
+    from ..history import AssignmentHistory
 
 _STR, _INT, _LONG = T.StringType(), T.IntegerType(), T.LongType()
 
@@ -119,9 +123,10 @@ class Snapshot:
     def targets(self) -> DataFrame:
         return _explode(self.rows.where("captured"), "target_rows")
 
-    def record(self, history: str) -> bool:
+    def record(self, history: str | AssignmentHistory) -> bool:
         """Append this capture to ``<history>/snapshots`` as one Delta commit; False (and
-        nothing written) when this capture id is already recorded.
+        nothing written) when this capture id is already recorded. ``history``: a folder or
+        catalog prefix, or an :class:`~spark_assign.history.AssignmentHistory` (its backend).
 
         >>> snap.record("out/history")  # doctest: +SKIP
         True
@@ -131,26 +136,31 @@ class Snapshot:
             metadata={"capture_id": self.capture_id})
 
 
-def snapshot_store(spark: SparkSession, history: str) -> DeltaStore:
-    """The ``snapshots`` table of the history at ``history`` (a folder or catalog prefix)."""
-    location = history.rstrip("/")
-    return DeltaStore(spark, f"{location}{'/' if is_path(location) else '.'}snapshots", SNAPSHOTS_SCHEMA)
+def snapshot_store(spark: SparkSession, history: str | AssignmentHistory) -> DeltaStore:
+    """The ``snapshots`` table of the history at ``history`` (a folder or catalog prefix, on
+    the backend the session picks), or beside an :class:`~spark_assign.history.AssignmentHistory`
+    (on its backend)."""
+    backend = None if isinstance(history, str) else history.backend
+    location = (history if isinstance(history, str) else history.location).rstrip("/")
+    return DeltaStore(spark, f"{location}{'/' if is_path(location) else '.'}snapshots", SNAPSHOTS_SCHEMA,
+                      backend=backend)
 
 
-def load_snapshot(spark: SparkSession, history: str, capture_id: str | None = None) -> Snapshot:
+def load_snapshot(spark: SparkSession, history: str | AssignmentHistory, capture_id: str | None = None) -> Snapshot:
     """The capture ``capture_id`` (default: the latest) recorded in ``history``.
 
     Raises :class:`~spark_assign.errors.HistoryError` naming the capture ids found when
     there is no such capture.
     """
-    table = snapshot_store(spark, history).read()
+    store = snapshot_store(spark, history)
+    table = store.read()
     captures = table.groupBy("capture_id").agg(F.max("captured_at").alias("captured_at")).orderBy(
         F.desc("captured_at"), F.desc("capture_id")).collect()
     chosen = [c for c in captures if capture_id is None or c.capture_id == capture_id][:1]
     if not chosen:
         found = [c.capture_id for c in captures[:10]]
-        raise HistoryError(f"no capture {capture_id!r} in {history}/snapshots: found {found or 'none'}"
-                           if capture_id else f"no capture recorded in {history}/snapshots")
+        raise HistoryError(f"no capture {capture_id!r} in {store.location}: found {found or 'none'}"
+                           if capture_id else f"no capture recorded in {store.location}")
     return Snapshot(chosen[0].capture_id, chosen[0].captured_at,
                     table.where(F.col("capture_id") == chosen[0].capture_id))
 

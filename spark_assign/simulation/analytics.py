@@ -8,6 +8,7 @@ analytics queries (``sql/analytics/*.sql``) and time travel to a generation.
 from __future__ import annotations
 
 import importlib.resources
+import re
 from datetime import datetime, timezone
 
 from pyspark.sql import DataFrame
@@ -96,7 +97,45 @@ def run_analytics(history, name: str, *, register: bool = True, **params) -> Dat
     """
     if register:
         register_analytics_views(history)
-    return history.spark.sql(analytics_sql(name), args=params or None)
+    return history.spark.sql(bind_parameters(analytics_sql(name), params))
+
+
+#: a quoted string or name, or a comment (kept as they are), or a parameter marker (group 1)
+_MARKER = re.compile(r"""'(?:[^'\\]|\\.|'')*'|"(?:[^"\\]|\\.)*"|`[^`]*`|--[^\n]*|/\*.*?\*/"""
+                     r"|(?<![:\w]):([A-Za-z_]\w*)", re.S)
+
+
+def bind_parameters(text: str, params: dict[str, object]) -> str:
+    """``text`` with each named parameter marker ``:name`` replaced by ``params[name]`` as a SQL
+    literal (strings quoted, None as NULL; ``::`` casts are left alone).
+
+    ``spark.sql(text, args=params)`` binds them too, but not in every session: Delta's SQL
+    parser drops the markers on Spark 4.1+ (delta-io/delta#7640); a classic session gets them
+    back with ``spark.sql.legacy.parameterSubstitution.constantsOnly=true``, a Spark Connect
+    session does not. Bound here, the queries run in both.
+
+    >>> bind_parameters("SELECT * FROM t WHERE g = :group_id AND n = :n", {"group_id": "it's", "n": 3})
+    "SELECT * FROM t WHERE g = 'it''s' AND n = 3"
+    """
+    def literal(m: re.Match) -> str:
+        name = m.group(1)
+        if name is None:  # a string, a quoted name or a comment
+            return m.group(0)
+        if name not in params:
+            raise InvalidOptionError(f"SQL parameter :{name} not given: expected one of {sorted(params)}")
+        value = params[name]
+        if value is None:
+            return "NULL"
+        if isinstance(value, bool):
+            return "TRUE" if value else "FALSE"
+        if isinstance(value, (int, float)):
+            return repr(value)
+        if isinstance(value, str):
+            return "'" + value.replace("\\", "\\\\").replace("'", "''") + "'"
+        raise InvalidOptionError(f"SQL parameter :{name}: expected a string, number, bool or None, found "
+                                 f"{type(value).__name__}")
+
+    return _MARKER.sub(literal, text)
 
 
 def generation_version(history, group_id: str, generation: int) -> int:
