@@ -31,8 +31,6 @@ from .errors import ConcurrentWriteError, HistoryError
 from .lineage import stored_rows
 from .storage import (
     EMBEDDED,
-    PAUSE_ENV,
-    PAUSE_FILE_ENV,
     SPARK_DELTA,
     STAGING_DIR,
     DeltaStore,
@@ -119,7 +117,12 @@ class SparkDeltaStore(DeltaStore):
         df = conform(df, self.schema)
         if self.committed(app_id):
             return False
-        return self._write(df, app_id=app_id, version=1, metadata=marked(metadata, app_id))
+        try:
+            return self._write(df, app_id=app_id, version=1, metadata=marked(metadata, app_id))
+        except ConcurrentWriteError:
+            if self.committed(app_id):  # another writer of this app id landed first: the caller compares
+                return False
+            raise
 
     def append_new(self, df: DataFrame, keys: tuple[str, ...], *, app_id: str,
                    metadata: dict[str, Any] | None = None, tries: int = 10) -> bool:
@@ -378,7 +381,6 @@ class EmbeddedStore(DeltaStore):
             create_table_with_add_actions,
         )
 
-        _maybe_pause(self.name)
         actions = [self._add_action(f) for f in files]
         props = CommitProperties(
             app_transactions=[Transaction(app_id, 1)],
@@ -420,18 +422,6 @@ class EmbeddedStore(DeltaStore):
             with filesystem.open_input_file(f"{root}/{relative}") as fh:
                 rows = pq.read_metadata(fh).num_rows
         return AddAction(relative, size, {}, mtime, True, json.dumps({"numRecords": rows}))
-
-    def _create_table(self) -> None:
-        """Create the catalog table, empty, when it does not exist: Delta keeps no
-        ``userMetadata`` (this store's commit markers) in the commit that creates a table
-        from a write, so a catalog table's version 0 is its creation."""
-        if self.spark.catalog.tableExists(self.location):
-            return
-        try:
-            self.spark.catalog.createTable(self.location, source="delta", schema=self.schema)
-        except Exception:
-            if not self.spark.catalog.tableExists(self.location):  # not another writer creating it
-                raise
 
     def compact(self) -> None:
         if self.exists():
@@ -491,14 +481,3 @@ def _setting(spark, key: str, value: str) -> Iterator[None]:
                 spark.conf.unset(key)
             else:
                 spark.conf.set(key, previous)
-
-
-def _maybe_pause(table_name: str) -> None:
-    """The kill-test hook (see :mod:`spark_assign.storage`)."""
-    if os.environ.get(PAUSE_ENV) != table_name:
-        return
-    marker = os.environ.get(PAUSE_FILE_ENV)
-    if marker:
-        with open(marker, "w") as fh:
-            fh.write(table_name)
-    time.sleep(float(os.environ.get("SPARK_ASSIGN_PAUSE_SECONDS", "600")))

@@ -1,7 +1,10 @@
-"""One writer at a time per history: a lock file around each record's commits.
+"""One writer at a time per embedded history: a lock file around each record's commits.
 
 Delta appends do not conflict with each other, so two pipelines recording the same
 generation of a group into one history at the same moment would both land it. The
+``spark-delta`` backend commits its ``generations`` conditionally
+(:meth:`~spark_assign.delta_backends.SparkDeltaStore.append_new`) and takes no lock; delta-rs,
+which commits the embedded backend's files, has no such commit here, so there the
 writer (:func:`spark_assign.recording.write_generations`) therefore holds
 ``<history>/_commit.lock`` from the check of which generations are already recorded to
 its last commit: the second writer waits, then finds the generation recorded. The

@@ -23,6 +23,9 @@ UNIX_SOCKETS = "spark.python.unix.domain.socket.enabled"
 #: their run: every small call (:data:`~spark_assign.lineage.SMALL_CALL_SETTINGS`), and the test
 #: suite's sessions. ``factoryMode`` is one of Spark's internal settings
 INTERPRETED = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+#: set in the environment of a Python that ``spark-submit`` (or ``pyspark``) started: its JVM runs,
+#: configured by the command line
+SUBMITTED = "PYSPARK_GATEWAY_PORT"
 #: Spark's substitution of constant SQL parameters before parsing (see :data:`DELTA_SQL`)
 PARAMETER_SUBSTITUTION = "spark.sql.legacy.parameterSubstitution.constantsOnly"
 #: Delta Lake's SQL extension and catalog: with Delta's jars on the class path (``spark.jars``,
@@ -73,14 +76,17 @@ def local_session(
     ``spark.createDataFrame`` from Python rows runs such tasks (BENCHMARKS.md, "Python
     workers over Unix domain sockets").
 
-    Returns the active session unchanged when one already exists (Databricks,
-    spark-submit), so pipelines can call it unconditionally.
+    Returns the active session unchanged when one already exists (Databricks), and under
+    ``spark-submit`` the session of its settings (``--master``, ``--jars``, ``--conf``: none of
+    these are applied over them), so pipelines can call it unconditionally.
 
     >>> spark = local_session(shuffle_partitions=4)  # doctest: +SKIP
     """
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
+    if os.environ.get(SUBMITTED):  # this Python was started by spark-submit's JVM, with its settings
+        return SparkSession.builder.getOrCreate()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.master(master).appName(app_name)
     for k, v in {**session_settings(shuffle_partitions, driver_memory), **(extra or {})}.items():

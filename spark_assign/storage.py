@@ -31,11 +31,10 @@ subclass (:mod:`spark_assign.delta_backends`). The input readers
 (:func:`read_input`, :func:`detect_format`) live in :mod:`spark_assign.input_files`
 and are importable from here too.
 
-Test hook: with ``SPARK_ASSIGN_PAUSE_BEFORE_COMMIT=<table name>`` in the
-environment, the embedded backend stops between the Parquet write of that
-table and its commit: it creates the file named by
-``SPARK_ASSIGN_PAUSE_FILE`` (if set) and sleeps, so a test can kill the process
-there.
+Concurrent writers: the ``spark-delta`` backend needs no lock (its
+:meth:`~spark_assign.delta_backends.SparkDeltaStore.append_new` is a conditional commit); the
+embedded backend's writers take turns under the history's lock file (:mod:`spark_assign.locking`),
+so it is for a local or network file system that every writer sees.
 """
 
 from __future__ import annotations
@@ -66,8 +65,6 @@ EMBEDDED = "embedded"
 BACKENDS = (SPARK_DELTA, EMBEDDED)
 
 STAGING_DIR = "_staging"
-PAUSE_ENV = "SPARK_ASSIGN_PAUSE_BEFORE_COMMIT"
-PAUSE_FILE_ENV = "SPARK_ASSIGN_PAUSE_FILE"
 
 
 # --------------------------------------------------------------------------- backend choice

@@ -20,3 +20,18 @@ def submit_args() -> str:
     (a session it builds still applies its own settings over them)."""
     confs = " ".join(f"--conf {k}={v}" for k, v in INTERPRETED.items())
     return f"--driver-java-options {C1_ONLY} {confs} pyspark-shell"
+
+
+def delta_conf() -> dict[str, str]:
+    """A short run's Delta settings: Delta's jars from the project's cache (fetched when empty),
+    its SQL extension and catalog, and a table's state read in one partition (conftest.py)."""
+    import sys
+    from pathlib import Path
+
+    from spark_assign.session import DELTA_SQL
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "jars"))
+    from fetch import bundle
+
+    return {"spark.jars": ",".join(str(p) for p in bundle("delta")), **DELTA_SQL,
+            "spark.databricks.delta.snapshotPartitions": "1"}

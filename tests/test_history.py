@@ -7,10 +7,6 @@ step k of every case in ONE record() call).
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
-import textwrap
 import threading
 import time
 from pathlib import Path
@@ -22,7 +18,6 @@ from casetable import CASES_DIR, SEP, Case, expected, inputs, lags, parse_tp, st
 from chispa import assert_df_equality
 from deltalake import DeltaTable
 from pyspark.sql import functions as F
-from short_run import submit_args
 
 from spark_assign.errors import HistoryError
 from spark_assign.history import GENERATIONS_SCHEMA, AssignmentHistory, record_id
@@ -229,73 +224,6 @@ def test_generation_dataframe_must_cover_every_group(spark, tmp_path):
     with pytest.raises(HistoryError, match="g2"):
         h.record(a, strategy="range", generation=gens)
     assert not os.path.exists(tmp_path / "h" / "generations")
-
-
-KILLED_RUN = textwrap.dedent("""
-    import sys
-    from spark_assign.session import local_session
-    from spark_assign.history import AssignmentHistory
-    spark = local_session("killed-run", shuffle_partitions=2)
-    rows = [("g1", "a", "t", 0), ("g1", "b", "t", 1), ("g2", "x", "t", 0)]
-    df = spark.createDataFrame(rows, "group_id string, member_id string, topic string, partition int")
-    AssignmentHistory(sys.argv[1], spark, backend="embedded").record(df, strategy="range", generation=2)
-""")
-
-
-def test_killed_run_leaves_no_half_recorded_generation(spark, tmp_path):
-    """A run killed (SIGKILL) after committing assignments and revocations of generation 2
-    but before its generations commit: generation 1 stays readable, generation 2 is
-    invisible, and recording generation 2 again afterwards leaves exactly one copy."""
-    loc = str(tmp_path / "h")
-    schema = "group_id string, member_id string, topic string, partition int"
-    h = AssignmentHistory(loc, spark, backend="embedded")
-    gen1 = spark.createDataFrame([("g1", "a", "t", 0), ("g1", "a", "t", 1), ("g2", "x", "t", 0)], schema)
-    h.record(gen1, strategy="range", generation=1)
-
-    marker = tmp_path / "paused"
-    script = tmp_path / "killed_run.py"
-    script.write_text(KILLED_RUN)
-    # a short run in a new JVM (tests/short_run.py: C1 only and interpreted plans; what is under
-    # test is the commit order) took its one record from 14.4-14.9 s to 9.8-10.1 s
-    env = dict(os.environ, PYTHONPATH=str(ROOT), SPARK_ASSIGN_PAUSE_BEFORE_COMMIT="generations",
-               SPARK_ASSIGN_PAUSE_FILE=str(marker), SPARK_ASSIGN_DRIVER_MEMORY="1g", PYSPARK_SUBMIT_ARGS=submit_args())
-    proc = subprocess.Popen([sys.executable, str(script), loc], env=env, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 540
-        while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.5)
-        assert marker.exists(), f"the run never reached the generations commit (exit code {proc.poll()})"
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)  # the run and its JVM
-        proc.wait()
-
-    # generation 2's assignment rows were committed to the assignments table ...
-    raw = DeltaTable(f"{loc}/assignments").to_pyarrow_table().to_pylist()
-    assert sorted({r["generation"] for r in raw}) == [1, 2]
-    # ... but no reader sees them
-    h = AssignmentHistory(loc, spark, backend="embedded")
-    assert sorted((r.group_id, r.generation) for r in h.history().collect()) == [("g1", 1), ("g2", 1)]
-    assert_df_equality(h.assignments().select("group_id", "member_id", "topic", "partition"), gen1,
-                       ignore_row_order=True, ignore_nullable=True)
-    assert_df_equality(h.latest().select("group_id", "member_id", "topic", "partition"), gen1,
-                       ignore_row_order=True, ignore_nullable=True)
-
-    # the same call again: completes generation 2 without a second copy
-    gen2 = spark.createDataFrame([("g1", "a", "t", 0), ("g1", "b", "t", 1), ("g2", "x", "t", 0)], schema)
-    h.record(gen2, strategy="range", generation=2)
-    assert_df_equality(h.generation("g1", 2).select("group_id", "member_id", "topic", "partition"),
-                       gen2.where("group_id = 'g1'"), ignore_row_order=True, ignore_nullable=True)
-    assert DeltaTable(f"{loc}/assignments").to_pyarrow_table().num_rows == 6  # 3 + 3: no duplicate
-    assert len(DeltaTable(f"{loc}/assignments").history()) == 2  # the retry skipped its commit
-    assert len(DeltaTable(f"{loc}/generations").history()) == 2
-    moved = [tuple(r) for r in h.moves("g1", 1, 2).collect()]
-    assert moved == [("g1", "t", 1, "a", "b")]
-
-    # compaction keeps the rows (and the orphan-free view of them)
-    h.optimize()
-    assert DeltaTable(f"{loc}/assignments").history()[0]["operation"] == "OPTIMIZE"
-    assert h.assignments().count() == 6
 
 
 def test_a_first_record_killed_before_its_first_commit_leaves_a_history_that_records(spark, tmp_path):

@@ -1,7 +1,7 @@
 """The history contract, once, on both storage backends: Spark's own Delta (``spark-delta``, the
 Databricks and spark-submit path) and the embedded one (Spark's Parquet, delta-rs's commit).
 
-Every test runs on each backend and asserts the same values: the same rows, the same Delta table
+Every test runs on each backend (those marked ``over_connect`` over Spark Connect too) and asserts the same values: the same rows, the same Delta table
 versions after each call, and the same idempotence (a call repeated writes nothing). Tables
 written by one backend are read and extended by the other, and a catalog history (managed
 tables in ``spark_catalog.kafka_ops``) keeps Delta's own SQL working: ``DESCRIBE HISTORY``,
@@ -18,7 +18,9 @@ from spark_assign.history import TABLES, AssignmentHistory
 from spark_assign.simulate import simulation_store
 from spark_assign.storage import EMBEDDED, SPARK_DELTA
 
-pytestmark = pytest.mark.connect  # over Spark Connect too: the server has Delta's jars (conftest.py)
+#: the tests that run over Spark Connect too (its server has Delta's jars, conftest.py): a record,
+#: its reads and time travel, a catalog history; the rest of the contract is the same code there
+over_connect = pytest.mark.connect
 
 BACKENDS = (EMBEDDED, SPARK_DELTA)
 MEMBERS = "group_id string, member_id string, topics array<string>, owned array<struct<topic:string,partition:int>>"
@@ -48,6 +50,33 @@ def versions(history: AssignmentHistory) -> dict[str, int | None]:
             for name, store in history.stores.items()}
 
 
+def record_two_generations(spark, history: AssignmentHistory):
+    """Generation 1 (range) and generation 2 of g1 (c joins, sticky) into ``history``: their assignments."""
+    m1, p = members(spark, GEN1), parts(spark)
+    a1 = assign(m1, p, "range")
+    history.record(a1, members=m1, partitions=p, strategy="range")
+    m2 = gen2_members(spark, a1)
+    a2 = assign(m2, p, "sticky")
+    history.record(a2, members=m2, partitions=p, strategy="sticky")
+    return a1, a2
+
+
+def failing_generations_commit(history: AssignmentHistory, monkeypatch) -> None:
+    """Make the commit of ``history``'s generations table (the commit marker) fail."""
+    generations = history.stores["generations"]
+    stage = generations.stage
+
+    def failing_stage(df):
+        staged = stage(df)
+
+        def commit(**kwargs):
+            raise OSError("the generations commit failed")
+        staged.commit = commit
+        return staged
+
+    monkeypatch.setattr(generations, "stage", failing_stage)
+
+
 def rows(df, *cols) -> set[tuple]:
     return {tuple(r) for r in df.select(*cols).collect()}
 
@@ -61,6 +90,7 @@ def gen2_members(spark, first):
                    + [("g1", "c", ["t", "u"], [])])
 
 
+@over_connect
 def test_record(spark, tmp_path, backend):
     h = AssignmentHistory(str(tmp_path / "h"), spark, backend=backend)
     assert type(h.stores["generations"]).__name__ == {EMBEDDED: "EmbeddedStore", SPARK_DELTA: "SparkDeltaStore"}[backend]
@@ -100,18 +130,7 @@ def test_a_call_retried_after_failing_before_its_last_commit(spark, tmp_path, ba
     h = AssignmentHistory(str(tmp_path / "h"), spark, backend=backend)
     m, p = members(spark, GEN1), parts(spark)
     a = assign(m, p, "range")
-    generations = h.stores["generations"]
-    stage = generations.stage
-
-    def failing_stage(df):  # the commit of the generations table (the commit marker) fails
-        staged = stage(df)
-
-        def commit(**kwargs):
-            raise OSError("the generations commit failed")
-        staged.commit = commit
-        return staged
-
-    monkeypatch.setattr(generations, "stage", failing_stage)
+    failing_generations_commit(h, monkeypatch)
     with pytest.raises(OSError, match="generations commit failed"):
         h.record(a, members=m, partitions=p, strategy="range")
     assert versions(h) == {"assignments": 0, "revocations": 0, "members": 0, "generations": None}
@@ -129,18 +148,7 @@ def test_another_writer_after_one_failed_before_its_last_commit(spark, tmp_path,
     rows), and the first one's retry then finds the generation recorded otherwise."""
     h = AssignmentHistory(str(tmp_path / "h"), spark, backend=backend)
     m, p = members(spark, GEN1), parts(spark)
-    generations = h.stores["generations"]
-    stage = generations.stage
-
-    def failing_stage(df):
-        staged = stage(df)
-
-        def commit(**kwargs):
-            raise OSError("the generations commit failed")
-        staged.commit = commit
-        return staged
-
-    monkeypatch.setattr(generations, "stage", failing_stage)
+    failing_generations_commit(h, monkeypatch)
     with pytest.raises(OSError, match="generations commit failed"):
         h.record(assign(m, p, "range"), members=m, partitions=p, strategy="range", generation=1)
     monkeypatch.undo()
@@ -154,14 +162,10 @@ def test_another_writer_after_one_failed_before_its_last_commit(spark, tmp_path,
         h.record(assign(m, p, "range"), members=m, partitions=p, strategy="range", generation=1)
 
 
+@over_connect
 def test_read(spark, tmp_path, backend):
     h = AssignmentHistory(str(tmp_path / "h"), spark, backend=backend)
-    m1, p = members(spark, GEN1), parts(spark)
-    a1 = assign(m1, p, "range")
-    h.record(a1, members=m1, partitions=p, strategy="range")
-    m2 = gen2_members(spark, a1)
-    a2 = assign(m2, p, "sticky")
-    h.record(a2, members=m2, partitions=p, strategy="sticky")
+    a1, a2 = record_two_generations(spark, h)
     before = {(r.topic, r.partition): r.member_id for r in a1.where("group_id = 'g1'").collect()}
     after = {(r.topic, r.partition): r.member_id for r in a2.collect()}
     # latest: g1 at generation 2, g2 still at 1
@@ -177,13 +181,10 @@ def test_read(spark, tmp_path, backend):
     assert versions(h) == {"assignments": 1, "revocations": 1, "members": 1, "generations": 1}
 
 
+@over_connect
 def test_time_travel(spark, tmp_path, backend):
     h = AssignmentHistory(str(tmp_path / "h"), spark, backend=backend)
-    m1, p = members(spark, GEN1), parts(spark)
-    a1 = assign(m1, p, "range")
-    h.record(a1, members=m1, partitions=p, strategy="range")
-    m2 = gen2_members(spark, a1)
-    h.record(assign(m2, p, "sticky"), members=m2, partitions=p, strategy="sticky")
+    a1, _ = record_two_generations(spark, h)
     assert rows(h.as_of("assignments", 0), "group_id", "generation", "member_id", *TP) == {
         (r.group_id, 1, r.member_id, r.topic, r.partition) for r in a1.collect()}
     assert rows(h.as_of("generations", 0), "group_id", "generation") == {("g1", 1), ("g2", 1)}
@@ -264,6 +265,7 @@ def test_two_writers_of_one_generation_commit_once(spark, tmp_path):
         second.record(assign(m, p, "roundrobin"), members=m, partitions=p, strategy="roundrobin", generation=1)
 
 
+@over_connect
 def test_catalog_history(spark):
     """Managed tables in the session's catalog: Delta's own SQL over them, and RESTORE."""
     spark.sql("CREATE DATABASE IF NOT EXISTS spark_catalog.kafka_ops")
@@ -296,3 +298,24 @@ def test_catalog_history(spark):
         assert versions(h) == {"assignments": 2, "revocations": 2, "members": 2, "generations": 4}
     finally:
         spark.sql("DROP DATABASE IF EXISTS spark_catalog.kafka_ops CASCADE")
+
+
+@over_connect
+def test_over_connect_the_history_needs_no_delta_connect(spark, tmp_path):
+    """The history reads and writes Delta through SQL and DataFrame readers and writers only,
+    which a Connect server with Delta's jars serves. Delta's own Python API over Connect needs
+    the Delta Connect server plugin, which Maven Central does not serve for Delta 4.4
+    (docs/production.md): on this server its plans have no handler."""
+    from delta.tables import DeltaTable
+    from pyspark.sql.utils import is_remote
+
+    h = AssignmentHistory(str(tmp_path / "h"), spark, backend=SPARK_DELTA)
+    m, p = members(spark, GEN1), parts(spark)
+    h.record(assign(m, p, "range"), members=m, partitions=p, strategy="range")
+    assert h.history().count() == 2
+    table = DeltaTable.forPath(spark, str(tmp_path / "h" / "generations"))
+    if not is_remote():
+        assert table.toDF().count() == 2
+        return
+    with pytest.raises(Exception, match="NO_HANDLER_FOR_EXTENSION.*delta.connect.DeltaRelation"):
+        table.toDF().count()

@@ -65,10 +65,16 @@ def id_list(text: str | None) -> list[str] | None:
     return [i.strip() for i in text.split(",") if i.strip()] if text else None
 
 
+#: the exit code of a job that failed for a reason a retry may not meet (another writer committed
+#: the same generations meanwhile: a retryable HistoryError), as in BSD's sysexits (EX_TEMPFAIL)
+RETRY_EXIT = 75
+
+
 def failed(job: str, exc: BaseException) -> int:
-    """Print a job's failure as one line on stderr; return its exit code (2)."""
+    """Print a job's failure as one line on stderr; return its exit code: :data:`RETRY_EXIT` when
+    a retry may succeed, else 2."""
     print(f"{job} failed: {type(exc).__name__}: {one_line(exc)}", file=sys.stderr)
-    return 2
+    return RETRY_EXIT if getattr(exc, "retryable", False) else 2
 
 
 def usage() -> str:

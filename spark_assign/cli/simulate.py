@@ -6,11 +6,16 @@
 Reads the events (CSV: ``group_id,at,kind,member_id,group_instance_id,rack,
 topics,assignors,topic,partitions,partition,lag``, arrays ``|``-separated) and
 the partition counts (``topic,partitions``), replays the events recording
-every generation under ``<out>/history`` (replaced on each run) together with
+every generation in the history (``--history``: a folder, or a catalog database such as
+``spark_catalog.kafka_ops``; ``<out>/history`` by default), replaced on each run, together with
 the what-if variants (one replay: :func:`spark_assign.simulate.what_if` with
 ``record_variant``; without variants :func:`spark_assign.simulate.simulate`)
 and writes ``<out>/report.html``. Relative paths in the config are taken from the
 current directory when they exist there, else from the folder above the config's.
+
+A scenario run replaces its history: a folder is deleted first; in a catalog database the
+history's own tables (:data:`~spark_assign.history.TABLES` and ``simulation``) are dropped
+first, and every other table of the database is left as it is.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from pyspark.sql import functions as F
 from ..assign import strategy_name
 from ..errors import InvalidConfigError, SparkAssignError
 from ..lineage import materialize
+from ..locations import is_path, local_path
 from ..options import strategy_options
 from . import failed
 from .rebalance import _resolve, read_config
@@ -38,7 +44,9 @@ from .rebalance import _resolve, read_config
 CONFIG_KEYS: dict[str, str] = {
     "events": "events CSV (required)",
     "partitions": "partition counts CSV: topic,partitions (required)",
-    "out": "output folder: history under <out>/history, report at <out>/report.html (default out)",
+    "out": "output folder: the report at <out>/report.html, the history under <out>/history unless "
+           "history is given (default out)",
+    "history": "history location, replaced on each run: a folder, or a catalog database (spark_catalog.kafka_ops)",
     "title": "the report's title",
     "strategy": "assignor for every group (null: Kafka's selection from the members' assignors)",
     "options": "strategy options, e.g. {rack_aware: true}",
@@ -113,9 +121,9 @@ def run(config: dict, spark: SparkSession | None = None) -> dict:
     spark = spark or local_session("spark-assign-simulate")
     out = Path(config.get("out") or "out")
     out.mkdir(parents=True, exist_ok=True)
-    hist_dir = out / "history"
-    shutil.rmtree(hist_dir, ignore_errors=True)  # a scenario run replaces its history
-    history = AssignmentHistory(str(hist_dir), spark)
+    location = str(config.get("history") or out / "history")
+    replace_history(spark, location)
+    history = AssignmentHistory(location, spark)
     events = read_events(spark, config["events"])
     partitions = read_partitions(spark, config["partitions"])
     settings = dict(
@@ -152,8 +160,24 @@ def run(config: dict, spark: SparkSession | None = None) -> dict:
         logging.info("simulated in %.1f s", time.time() - t0)
     report = out / "report.html"
     write_report(history, report, what_if=comparison, title=config.get("title", "spark-assign scenario"))
-    return {"history": str(hist_dir), "report": str(report), "what_if": comparison,
+    return {"history": location, "report": str(report), "what_if": comparison,
             "generations": simulation_table(history)}
+
+
+def replace_history(spark: SparkSession, location: str) -> None:
+    """Make room for a scenario's history at ``location``: delete a local folder; drop the
+    history's tables of a catalog database (the database and its other tables stay)."""
+    from ..history import TABLES
+
+    if not is_path(location):
+        for table in (*TABLES, "simulation"):
+            spark.sql(f"DROP TABLE IF EXISTS {location}.{table}")
+        return
+    local = local_path(location)
+    if local is None:
+        raise InvalidConfigError(f"history {location!r}: a scenario replaces its history, which it does for a local "
+                                 "folder or a catalog database; expected one of those, found a remote path")
+    shutil.rmtree(local, ignore_errors=True)
 
 
 def main(argv=None) -> int:
@@ -164,10 +188,15 @@ def main(argv=None) -> int:
                                      epilog=f"config keys (YAML):\n{keys}",
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", required=True, help="the scenario's YAML config (see conf/scenario.yaml)")
+    parser.add_argument("--history", help="history location, replaced on each run: a folder, or a catalog "
+                        "database such as spark_catalog.kafka_ops (default <out>/history)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     try:
-        res = run(load_config(args.config))
+        config = load_config(args.config)
+        if args.history:
+            config["history"] = args.history
+        res = run(config)
     except SparkAssignError as exc:
         return failed("simulate", exc)
     print(f"history: {res['history']}\nreport:  {res['report']}")
