@@ -10,6 +10,7 @@ the history's tables; Spark lists more than 32 files with a Spark job of its own
 embedded backend avoids for local files (``delta_backends.LISTING_THRESHOLD``).
 
     python benchmarks/bench_recording.py --runs 36      # from the project root
+    python benchmarks/bench_recording.py --runs 8 --delta   # on Spark's Delta (spark-delta backend)
 """
 
 from __future__ import annotations
@@ -36,8 +37,10 @@ def main(argv=None) -> int:
     p.add_argument("--runs", type=int, default=36,
                    help="pipeline runs into the one history (a file a run: past 32 after 33)")
     p.add_argument("--warmups", type=int, default=2, help="untimed runs first, into a history of their own")
+    p.add_argument("--delta", action="store_true", help="a session with Delta's jars: the spark-delta backend")
     args = p.parse_args(argv)
-    spark = session()
+    spark = session(delta=args.delta)
+    backend = "spark-delta" if args.delta else "embedded"
     from spark_assign.cli.rebalance import main as pipeline
 
     rebalance_module = sys.modules["spark_assign.rebalance"]
@@ -74,10 +77,11 @@ def main(argv=None) -> int:
             rows.append([i + 1, files, f"{seconds:.2f} s", jobs, f"{rec_seconds:.2f} s", rec_jobs])
             (late if files > 32 else early).append(rec_seconds)
     rebalance_module.record_rounds = record_rounds
-    notes = (f"One warm local[2] session, {args.warmups} untimed runs first. The recording's median: "
+    notes = (f"Backend {backend}. One warm local[2] session, {args.warmups} untimed runs first. The recording's median: "
              f"{statistics.median(early):.2f} s while the table holds at most 32 files"
              + (f", {statistics.median(late):.2f} s past 32" if late else "") + ".")
-    write_results("recording", "Recording a rebalance as its history grows",
+    write_results("recording" if backend == "embedded" else "recording-spark-delta",
+                  f"Recording a rebalance as its history grows ({backend})",
                   ["run", "files in `assignments` before", "pipeline", "Spark jobs", "recording", "its Spark jobs"],
                   rows, notes)
     print(notes)

@@ -32,11 +32,20 @@ sys.path.insert(0, str(ROOT))
 MEMBER_COLS = "group_id string, member_id string, topics array<string>, owned array<struct<topic:string,partition:int>>, generation int"
 
 
-def session(shuffle_partitions: int = 8, driver_memory: str = "8g") -> SparkSession:
-    """The benchmark Spark session: local[2], UI off."""
-    from spark_assign.session import local_session
+def session(shuffle_partitions: int = 8, driver_memory: str = "8g", *, delta: bool = False) -> SparkSession:
+    """The benchmark Spark session: local[2], UI off; ``delta``: with Delta's jars (the project's
+    jar cache, fetched when empty), SQL extension and catalog, as docs/production.md runs it."""
+    from spark_assign.session import DELTA_SQL, local_session
 
-    return local_session("spark-assign-bench", shuffle_partitions=shuffle_partitions, driver_memory=driver_memory)
+    extra = {}
+    if delta:
+        sys.path.insert(0, str(ROOT / "jars"))
+        from fetch import bundle
+
+        extra = {"spark.jars": ",".join(str(p) for p in bundle("delta")), **DELTA_SQL,
+                 "spark.databricks.delta.snapshotPartitions": "1"}
+    return local_session("spark-assign-bench", shuffle_partitions=shuffle_partitions, driver_memory=driver_memory,
+                         extra=extra)
 
 
 # ---------------------------------------------------------------------------- generators

@@ -5,6 +5,9 @@ commit; :class:`EmbeddedStore` (``embedded``) writes Parquet with Spark and comm
 it with delta-rs (the ``deltalake`` package). :mod:`spark_assign.storage`
 describes both and picks one: build stores with ``DeltaStore(...)``, not from here.
 
+Why past 400 lines: both backends and the table checks they share (:func:`_check_writable`)
+stay in one module until the storage package of issue #69 gives each backend a module.
+
 >>> store = DeltaStore(spark, "/tmp/history/assignments", schema, backend="embedded")  # doctest: +SKIP
 >>> type(store).__name__                                                               # doctest: +SKIP
 'EmbeddedStore'
@@ -21,7 +24,7 @@ import shutil
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from pyspark.sql import DataFrame
@@ -82,6 +85,22 @@ class SparkDeltaStore(DeltaStore):
                 return None
             raise HistoryError(f"cannot read the Delta log of {self.location!r}: {_first_line(exc)}") from None
         return int(latest[0][0]) if latest else None
+
+    def check_writable(self) -> None:
+        """Raise HistoryError, before anything is written, when the table cannot take this
+        version's rows (:func:`_check_writable`): a local folder or a catalog table."""
+        if not self.by_path:
+            if self.exists():
+                _check_columns(self, self._read_columns)
+            return
+        _check_writable(self, self._read_columns)
+
+    def _read_columns(self) -> list[str]:
+        try:
+            df = self.spark.read.format("delta").load(self.location) if self.by_path else self.spark.table(self.location)
+            return list(df.schema.fieldNames())
+        except Exception as exc:  # a damaged log: Spark's error while replaying it
+            raise HistoryError(f"cannot read the Delta log of {self.location!r}: {_first_line(exc)}") from None
 
     def committed(self, app_id: str) -> bool:
         if not self.exists():
@@ -202,6 +221,44 @@ class SparkDeltaStore(DeltaStore):
             self.spark.sql(f"OPTIMIZE {self._target()}")
 
 
+def _check_writable(store: DeltaStore, columns: Callable[[], list[str]]) -> None:
+    """Raise HistoryError when the table at ``store``'s local path cannot take this version's
+    rows: its folder holds something that is not a Delta table, its Delta log cannot be read,
+    or its ``columns()`` differ from this version's (a column missing, or one added by a newer
+    spark-assign). Remote paths are left to Delta."""
+    local = local_path(store.location)
+    if local is None or not os.path.exists(local):
+        return
+    if not os.path.isdir(local):
+        raise HistoryError(f"history table {store.location!r} is a file, not a Delta table folder")
+    if not os.path.isdir(os.path.join(local, "_delta_log")):
+        # a first write killed before its commit leaves its part files and no log: in no
+        # table, they are overwritten by nothing and read by no one (VACUUM deletes them)
+        found = sorted(n for n in os.listdir(local) if n != STAGING_DIR and not UNCOMMITTED_PART.fullmatch(n))
+        if found:
+            raise HistoryError(f"history table {store.location!r} is not a Delta table: the folder holds "
+                               f"{found[:5]} and no _delta_log; expected an empty or missing folder")
+        return
+    _check_columns(store, columns)
+
+
+def _check_columns(store: DeltaStore, columns: Callable[[], list[str]]) -> None:
+    try:
+        found = columns()
+    except HistoryError:
+        raise
+    except Exception as exc:
+        raise HistoryError(f"cannot read the Delta schema of {store.location!r}: {exc}") from None
+    expected = store.schema.fieldNames()
+    missing = [c for c in expected if c not in found]
+    extra = [c for c in found if c not in expected]
+    if missing or extra:
+        raise HistoryError(
+            f"history table {store.location!r} has columns {found}, expected {expected}"
+            + (f": missing {missing} (not a spark-assign history, or damaged)" if missing else "")
+            + (f": extra {extra} (written by a newer spark-assign? upgrade to record into it)" if extra else ""))
+
+
 #: the Delta transaction marker of :meth:`SparkDeltaStore.append_new`'s commits: its version is
 #: the table version each one was checked against, plus one (0 for the table's first commit)
 CONDITIONAL_APP_ID = "spark-assign:append-new"
@@ -246,36 +303,8 @@ class EmbeddedStore(DeltaStore):
 
     def check_writable(self) -> None:
         """Raise HistoryError, before anything is written, when the table cannot take this
-        version's rows: its folder holds something that is not a Delta table, its Delta
-        log cannot be read, or its columns differ from this version's (a column missing,
-        or one added by a newer spark-assign). On a local path only."""
-        local = local_path(self.location)
-        if local is None or not os.path.exists(local):
-            return
-        if not os.path.isdir(local):
-            raise HistoryError(f"history table {self.location!r} is a file, not a Delta table folder")
-        if not os.path.isdir(os.path.join(local, "_delta_log")):
-            # a first write killed before its commit leaves its part files and no log: in no
-            # table, they are overwritten by nothing and read by no one (VACUUM deletes them)
-            found = sorted(n for n in os.listdir(local) if n != STAGING_DIR and not UNCOMMITTED_PART.fullmatch(n))
-            if found:
-                raise HistoryError(f"history table {self.location!r} is not a Delta table: the folder holds "
-                                   f"{found[:5]} and no _delta_log; expected an empty or missing folder")
-            return
-        try:
-            columns = [f.name for f in self._delta_table().schema().fields]
-        except HistoryError:
-            raise
-        except Exception as exc:
-            raise HistoryError(f"cannot read the Delta schema of {self.location!r}: {exc}") from None
-        expected = self.schema.fieldNames()
-        missing = [c for c in expected if c not in columns]
-        extra = [c for c in columns if c not in expected]
-        if missing or extra:
-            raise HistoryError(
-                f"history table {self.location!r} has columns {columns}, expected {expected}"
-                + (f": missing {missing} (not a spark-assign history, or damaged)" if missing else "")
-                + (f": extra {extra} (written by a newer spark-assign? upgrade to record into it)" if extra else ""))
+        version's rows (:func:`_check_writable`). On a local path only."""
+        _check_writable(self, lambda: [f.name for f in self._delta_table().schema().fields])
 
     def committed(self, app_id: str) -> bool:
         if not self.exists():

@@ -184,8 +184,8 @@ class DeltaStore:
 
     def check_writable(self) -> None:
         """Raise HistoryError, before anything is written, when the table cannot take this
-        version's rows. Only the embedded backend checks (Spark's Delta checks its own
-        writes): see :meth:`~spark_assign.delta_backends.EmbeddedStore.check_writable`."""
+        version's rows (a damaged table, or columns of another version): see
+        :func:`spark_assign.delta_backends._check_writable`."""
 
     def committed(self, app_id: str) -> bool:
         """True if a commit with transaction marker ``app_id`` is in the table."""
