@@ -172,8 +172,9 @@ def test_a_scenario_replaces_its_catalog_tables_only(spark):
                                        "partition int"), strategy="range")
         spark.sql("CREATE TABLE spark_catalog.scenario_ops.kept (x int) USING delta")
 
-        def tables():
-            return {r.tableName for r in spark.sql("SHOW TABLES IN spark_catalog.scenario_ops").collect()}
+        def tables():  # the database's tables (SHOW TABLES lists the session's temporary views too)
+            return {r.tableName for r in spark.sql("SHOW TABLES IN spark_catalog.scenario_ops").collect()
+                    if not r.isTemporary}
 
         assert {"generations", "assignments", "revocations", "kept"} <= tables()
         replace_history(spark, "spark_catalog.scenario_ops")
