@@ -1,7 +1,7 @@
 """The history contract, once, on both storage backends: Spark's own Delta (``spark-delta``, the
 Databricks and spark-submit path) and the embedded one (Spark's Parquet, delta-rs's commit).
 
-Every test runs on each backend (those marked ``over_connect`` over Spark Connect too) and asserts the same values: the same rows, the same Delta table
+Every test (snapshots included) runs on each backend (those marked ``over_connect`` over Spark Connect too) and asserts the same values: the same rows, the same Delta table
 versions after each call, and the same idempotence (a call repeated writes nothing). Tables
 written by one backend are read and extended by the other, and a catalog history (managed
 tables in ``spark_catalog.kafka_ops``) keeps Delta's own SQL working: ``DESCRIBE HISTORY``,
@@ -216,6 +216,31 @@ def test_simulate_records_its_replay(spark, tmp_path, backend):
     # the same replay again: nothing new
     simulate(events, spark.createDataFrame([("t", q) for q in range(4)], PARTITIONS), history=h)
     assert {**versions(h), "simulation": sim.history().agg(F.max("version")).first()[0]} == recorded
+
+
+def test_snapshot(spark, tmp_path, backend):
+    """A capture's snapshot beside the history: recorded once per capture id, read back."""
+    from datetime import datetime
+
+    from spark_assign.kafka.snapshots import SNAPSHOTS_SCHEMA, Snapshot, load_snapshot, snapshot_store
+
+    h = AssignmentHistory(str(tmp_path / "h"), spark, backend=backend)
+    at = datetime(2026, 12, 1, 12, 0)
+    member = ("a", None, "rack-1", ["t"], [("t", 0)], 3, ["range"])
+    snap = Snapshot("cap-1", at, spark.createDataFrame(
+        [("cap-1", at, "localhost:9092", "g1", "classic", "Stable", "consumer", "range", 3, 1, True, None,
+          [member], [("t", 0, ["rack-1"]), ("t", 1, ["rack-1"])], [("t", 0, 5, 0, 10, 5, "end - committed")], [],
+          None, [])], SNAPSHOTS_SCHEMA))
+    assert snap.record(h) is True
+    assert snap.record(h) is False  # the same capture id again: nothing written
+    store = snapshot_store(spark, h)
+    assert store.backend == backend and store.history().count() == 1
+    back = load_snapshot(spark, h, "cap-1")
+    assert rows(back.groups, "capture_id", "group_id", "generation", "members", "captured") == {
+        ("cap-1", "g1", 3, 1, True)}
+    assert rows(back.members, "group_id", "member_id", "rack", "generation") == {("g1", "a", "rack-1", 3)}
+    assert rows(back.partitions, *TP) == {("t", 0), ("t", 1)}
+    assert rows(back.lags, "group_id", *TP, "lag") == {("g1", "t", 0, 5)}
 
 
 @pytest.mark.parametrize("writer, reader", [(EMBEDDED, SPARK_DELTA), (SPARK_DELTA, EMBEDDED)])
