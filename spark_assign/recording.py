@@ -79,12 +79,19 @@ def record_id(pairs: Iterable[tuple[str, int]]) -> str:
 
 
 def _format_record_id(count: int, sums) -> str:
-    return f"{count:x}-" + "".join(f"{x:015x}" for x in sums)
+    return f"{count:x}-" + _hex_chunks(sums)
 
 
-def _rid_chunks() -> list:
-    """The record id's per-pair chunks (decimal: their sums never overflow)."""
-    digest = F.sha2(F.concat(F.col("group_id"), F.lit("\t"), F.col("generation").cast("string")), 256)
+def _hex_chunks(sums) -> str:
+    return "".join(f"{x:015x}" for x in sums)
+
+
+def _rid_chunks(text=None) -> list:
+    """The record id's per-row chunks of the SHA-256 of ``text`` (default: the row's pair), in
+    decimal: their sums never overflow."""
+    if text is None:
+        text = F.concat(F.col("group_id"), F.lit("\t"), F.col("generation").cast("string"))
+    digest = F.sha2(text, 256)
     return [F.conv(F.substring(digest, 15 * i + 1, 15), 16, 10).cast("decimal(38,0)") for i in range(_RID_CHUNKS)]
 
 
@@ -285,10 +292,9 @@ def _content_record_id(rid: str, assignments: DataFrame, revocations: DataFrame 
     if revocations is not None:
         content = content.unionByName(revocations.select(*PAIR, "member_id", *TP, "kind"))
     content = content.join(new.select(*PAIR), PAIR, "left_semi")
-    digest = F.sha2(F.concat_ws("\t", *[F.coalesce(F.col(c).cast("string"), F.lit("")) for c in content.columns]), 256)
-    sums = one_row(content.agg(*[F.sum(F.conv(F.substring(digest, 15 * i + 1, 15), 16, 10).cast("decimal(38,0)"))
-                                 .alias(f"s{i}") for i in range(_RID_CHUNKS)]))
-    return f"{rid}." + "".join(f"{int(sums[f's{i}'] or 0) % _RID_MOD:015x}" for i in range(_RID_CHUNKS))
+    text = F.concat_ws("\t", *[F.coalesce(F.col(c).cast("string"), F.lit("")) for c in content.columns])
+    sums = one_row(content.agg(*[F.sum(c).alias(f"s{i}") for i, c in enumerate(_rid_chunks(text))]))
+    return f"{rid}." + _hex_chunks(int(sums[f"s{i}"] or 0) % _RID_MOD for i in range(_RID_CHUNKS))
 
 
 class HistoryWriter(HistoryReader):
