@@ -24,6 +24,7 @@ under several settings at once (:mod:`spark_assign.simulation.what_if`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from pyspark.sql import DataFrame
@@ -43,13 +44,14 @@ from .simulation.analytics import (
 from .simulation.events import EVENT_COLUMNS, KINDS, MEMBER_KINDS, SYNTHETIC_KINDS, normalize_events, validate_events
 from .simulation.phases import SCOPE
 from .simulation.replay import SimulationResult, protocol_of, replay
+from .simulation.timing import Timing
 from .simulation.what_if import VARIANT_KEYS, WHAT_IF_COLUMNS, compare, what_if
 
 __all__ = [
     "simulate", "what_if", "compare", "SimulationResult", "normalize_events", "validate_events",
     "simulation_store", "simulation_table", "analytics_sql", "register_analytics_views", "run_analytics",
     "generation_version", "as_of_generation", "EVENT_COLUMNS", "KINDS", "MEMBER_KINDS", "SYNTHETIC_KINDS",
-    "SIMULATION_SCHEMA", "SCOPE", "VARIANT_KEYS", "WHAT_IF_COLUMNS",
+    "SIMULATION_SCHEMA", "SCOPE", "VARIANT_KEYS", "WHAT_IF_COLUMNS", "Timing",
 ]
 
 
@@ -60,14 +62,13 @@ def simulate(
     *,
     strategy: str | None = None,
     protocol_rule: str = "static",
-    session_timeout_ms: int = 45_000,
+    timing: Timing | Mapping[str, Any] | None = None,
     scheduled_rebalance_max_delay_ms: int = 0,
     lags: DataFrame | None = None,
     history: Any = None,
     max_rounds: int = 5,
     validate: bool = True,
     group_protocol: str | None = None,
-    heartbeat_interval_ms: int = 5_000,
     **options: Any,
 ) -> SimulationResult:
     """Replay ``events`` (see the module doc) for every group through rebalances.
@@ -81,16 +82,21 @@ def simulate(
     table beside it (:func:`simulation_store`). All events are validated before
     anything is recorded.
 
+    ``timing``: both protocols' timers (:class:`~spark_assign.simulation.timing.Timing`,
+    or its mapping ``{"classic": {...}, "consumer": {...}}``; Kafka's defaults). A classic
+    rebalance begins at the event that calls for it and ends when every member has
+    rejoined (:mod:`spark_assign.simulation.windows`); the events in between join it.
+
     ``group_protocol="consumer"`` (implied by ``strategy="uniform"``) replays KIP-848's
     reconciliation instead of JoinGroup rounds: every membership or metadata change
     bumps the group epoch and the broker's assignor (``uniform``, or ``range``)
     computes a new target from the current assignment; the members revoke what they
     must give up (nothing is revoked from members that keep their partitions, no
     stop-the-world, no EAGER) and a revoked partition goes to its new owner on the
-    next heartbeat, ``heartbeat_interval_ms`` later. The epoch is recorded as a
-    generation, and the hand-over, when partitions change owner, as the next one
-    at the heartbeat's time, so the partitions awaiting it count as unassigned for
-    one heartbeat (the what-if's ``unassigned_partition_seconds``).
+    next heartbeat, ``timing.consumer.heartbeat_interval_ms`` later. The epoch is
+    recorded as a generation, and the hand-over, when partitions change owner, as the
+    next one at the heartbeat's time, so the partitions awaiting it count as unassigned
+    for one heartbeat (the what-if's ``unassigned_partition_seconds``).
 
     >>> r = simulate(events, partitions, history=AssignmentHistory("out/history"))  # doctest: +SKIP
     >>> r.generations.orderBy("group_id", "generation").show()                      # doctest: +SKIP
@@ -99,8 +105,8 @@ def simulate(
     if group_protocol == "consumer" and strategy is None:  # the broker's default: the members' lists play no part
         strategy = "uniform"
     result, rows = replay(
-        events, partitions, strategy=strategy, protocol_rule=protocol_rule, session_timeout_ms=session_timeout_ms,
-        group_protocol=group_protocol, heartbeat_interval_ms=heartbeat_interval_ms,
+        events, partitions, strategy=strategy, protocol_rule=protocol_rule, timing=Timing.of(timing),
+        group_protocol=group_protocol,
         scheduled_rebalance_max_delay_ms=scheduled_rebalance_max_delay_ms, lags=lags, keep_rows=history is not None,
         max_rounds=max_rounds, validate=validate, **options)
     if history is not None and rows is not None:

@@ -1,12 +1,15 @@
 """simulate() / what_if(): static membership, crash detection, delayed resolution,
 bad events; every generation recorded in a real AssignmentHistory."""
 
+import dataclasses
+
 import pytest
 from pyspark.sql import functions as F
 
 from spark_assign.errors import InvalidEventsError, NoCommonAssignorError
 from spark_assign.history import AssignmentHistory
 from spark_assign.simulate import compare, normalize_events, simulate, simulation_table, validate_events
+from spark_assign.simulation.timing import INSTANT_CLASSIC, Timing
 
 E = ("group_id string, at long, kind string, member_id string, group_instance_id string, "
      "topics array<string>, assignors array<string>, topic string, partitions int")
@@ -37,7 +40,9 @@ def test_simulate_static_crash_and_delayed_resolution(spark, tmp_path):
     history = AssignmentHistory(str(tmp_path / "history"), spark, backend="embedded")
     events = _events(spark, ["plain", "delayed"]).withColumn(
         "_delay", F.when(F.col("group_id") == "delayed", F.lit(20)).otherwise(F.lit(0)).cast("long"))
-    r = simulate(events, _parts(spark), session_timeout_ms=25, history=history)
+    # the classic clock without its heartbeat and join timers: every rebalance at its event
+    instant = Timing(classic=dataclasses.replace(INSTANT_CLASSIC, session_timeout_ms=25))
+    r = simulate(events, _parts(spark), timing=instant, history=history)
     gens = {(g.group_id, g.generation): g for g in r.generations.collect()}
     # plain: joins at 0, 10, 20 -> generations 1-3; no rebalance at 30, 40, 50;
     # the crash expires at 55 (generation 4, a's two partitions lost); growth at 60 -> 5
@@ -139,7 +144,7 @@ def test_what_if_compares_variants_with_the_lags_of_the_events(spark, tmp_path):
     history = AssignmentHistory(str(tmp_path / "h"), spark, backend="embedded")
     cmp = {r.variant: r for r in what_if(
         events, parts, [{"name": "range", "strategy": "range"}, {"name": "rr", "strategy": "roundrobin"}],
-        history=history, record_variant="rr").collect()}
+        history=history, record_variant="rr", timing=Timing(classic=INSTANT_CLASSIC)).collect()}
     assert {v: (r.group_id, r.rebalances, r.partitions_moved, r.max_min_partitions) for v, r in cmp.items()} == {
         "range": ("g", 2, 1, 1), "rr": ("g", 2, 1, 1)}
     # range: a [t-0, t-1] = 200, b [t-2] = 1,000; roundrobin: a [t-0, t-2] = 1,100, b [t-1] = 100
@@ -177,12 +182,16 @@ def test_what_if_migration_to_kip848(spark, tmp_path, small_call_rows):
     history = AssignmentHistory(str(tmp_path / "h"), spark, backend="embedded")
     cmp = {r.variant: r for r in what_if(
         events, _parts(spark), [{"name": "coop", "strategy": "cooperative-sticky"},
-                                {"name": "kip848", "group_protocol": "consumer", "heartbeat_interval_ms": 5000}],
+                                {"name": "kip848", "group_protocol": "consumer",
+                                 "timing": {"consumer": {"heartbeat_interval_ms": 5000}}}],
         history=history, record_variant="kip848").collect()}
     got = {v: (r.rebalances, r.rounds, r.partitions_moved, r.revoked, r.unassigned_partition_seconds,
                r.max_min_partitions) for v, r in cmp.items()}
-    # b joins: a gives up 3 (b gets them next); c joins: a and b give up one each; b leaves: its 2 go at once
-    assert got == {"coop": (4, 6, 7, 7, 0.0, 0), "kip848": (4, 6, 7, 7, 25.0, 0)}
+    # b joins: a gives up 3 (b gets them next); c joins: a and b give up one each; b leaves: its 2 go at once.
+    # Classic, on Kafka's clock: a's initial rebalance at 3.1 s (6 unassigned until then); each
+    # join's follow-up round one heartbeat and 0.1 s after the first (3 and then 2 revoked for
+    # 3.1 s); b's 2 idle from its leave until the sync 3.1 s later: 18.6 + 9.3 + 6.2 + 6.2
+    assert got == {"coop": (4, 6, 7, 7, 40.3, 0), "kip848": (4, 6, 7, 7, 25.0, 0)}
     gens = [(r.generation, r.strategy, r.protocol) for r in history.history().orderBy("generation").collect()]
     assert gens == [(g, "uniform", "consumer") for g in range(1, 7)]
     sim = simulation_table(history).orderBy("generation").collect()

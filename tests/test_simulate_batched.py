@@ -15,6 +15,7 @@ from spark_assign.properties import check_assignment
 from spark_assign.simulate import simulate
 from spark_assign.simulation.batched import batchable
 from spark_assign.simulation.replay import replay
+from spark_assign.simulation.timing import INSTANT_CLASSIC, Timing
 
 TABLE = yaml.safe_load((CASES_DIR / "simulate" / "all_steps_at_once.yaml").read_text())
 E = ("group_id string, at long, kind string, member_id string, group_instance_id string, "
@@ -53,7 +54,8 @@ def _members(case) -> dict[str, set[str]]:
 
 
 def _replay(events, parts, lags, *, batch):
-    return replay(events, parts, strategy=None, protocol_rule="static", session_timeout_ms=45_000,
+    # the instant classic clock: every event's rebalance at its own time, the batched path's case
+    return replay(events, parts, strategy=None, protocol_rule="static", timing=Timing(classic=INSTANT_CLASSIC),
                   scheduled_rebalance_max_delay_ms=0, lags=lags, keep_rows=True, max_rounds=5, validate=True,
                   batch=batch)
 
@@ -106,7 +108,7 @@ def test_a_group_that_empties_is_recorded_with_its_generations_numbered_on(spark
     events, parts, _ = _inputs(spark)
     history = AssignmentHistory(str(tmp_path / "history"), spark, backend="embedded")
     r = simulate(events.where("group_id = 'range_group_empties'").drop("_strategy", "_rule"), parts,
-                 strategy="range", history=history)
+                 strategy="range", history=history, timing=Timing(classic=INSTANT_CLASSIC))
     assert sorted(g.generation for g in r.generations.collect()) == [1, 2, 3]
     recorded = history.history().where("group_id = 'range_group_empties'")
     assert sorted((g.generation, g.members) for g in recorded.collect()) == [(1, 1), (2, 1), (3, 2)]

@@ -189,8 +189,9 @@ def chart_what_if(pdf) -> str:
 
 
 def write_report(history, path, *, what_if: DataFrame | None = None, title: str = "spark-assign report",
-                 groups: list[str] | None = None) -> Path:
-    """Write the HTML report of ``history`` (and a what-if table) to ``path``."""
+                 groups: list[str] | None = None, timing: Any = None) -> Path:
+    """Write the HTML report of ``history`` (and a what-if table) to ``path``. ``timing``: the
+    simulation's clock (:class:`~spark_assign.simulation.timing.Timing`), stated beside the what-if."""
     from spark_assign.simulate import register_analytics_views, run_analytics
 
     register_analytics_views(history)
@@ -220,7 +221,11 @@ def write_report(history, path, *, what_if: DataFrame | None = None, title: str 
         wi = what_if.toPandas()
         parts.append("<h2>What-if comparison</h2>")
         parts.append('<p class="note">partition-seconds unassigned: partitions with no active owner '
-                     "(unassigned, or held by a crashed member before its session timeout) times seconds.</p>")
+                     "(unassigned, revoked during an EAGER join phase, or held by a member that crashed or left "
+                     "before the group noticed) times seconds, every variant on the same clock.</p>")
+        if timing is not None:
+            parts.append('<p class="note">The clock assumed (the variants\' own timing apart): '
+                         + html.escape(timing.describe()).replace("\n", "<br>") + "</p>")
         if len(wi):
             parts.append(_img(chart_what_if(wi), "what-if comparison"))
         parts.append(_table(wi))

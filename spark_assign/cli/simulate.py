@@ -33,10 +33,11 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ..assign import strategy_name
-from ..errors import InvalidConfigError, SparkAssignError
+from ..errors import InvalidConfigError, InvalidOptionError, SparkAssignError
 from ..lineage import materialize
 from ..locations import is_path, local_path
 from ..options import strategy_options
+from ..simulation.timing import Timing
 from . import failed
 from .rebalance import _resolve, read_config
 
@@ -51,12 +52,15 @@ CONFIG_KEYS: dict[str, str] = {
     "strategy": "assignor for every group (null: Kafka's selection from the members' assignors)",
     "options": "strategy options, e.g. {rack_aware: true}",
     "protocol_rule": "static | dynamic (KIP-726)",
-    "session_timeout_ms": "static members' session timeout (default 45000)",
-    "scheduled_rebalance_max_delay_ms": "delayed resolution of departed members (default 0)",
+    "timing": "both protocols' timers: {classic: {heartbeat_interval_ms, session_timeout_ms, "
+              "rebalance_timeout_ms, initial_rebalance_delay_ms, metadata_max_age_ms, join_sync_ms}, "
+              "consumer: {heartbeat_interval_ms, session_timeout_ms}} (Kafka's defaults)",
+    "scheduled_rebalance_max_delay_ms": "incremental cooperative rebalancing's deferred resolution "
+                                        "(Connect's scheduled.rebalance.max.delay.ms; default 0: none)",
     "group_protocol": "classic | consumer (KIP-848); null: the strategy's",
-    "heartbeat_interval_ms": "KIP-848 hand-over delay (default 5000)",
     "max_rounds": "bound on the rounds of a rebalance (default 5)",
-    "what_if": "variants: [{name, strategy, protocol_rule, session_timeout_ms, ...}]",
+    "what_if": "variants: [{name, strategy, protocol_rule, timing, scheduled_rebalance_max_delay_ms, "
+               "group_protocol}]",
 }
 REQUIRED_KEYS = ("events", "partitions")
 
@@ -91,7 +95,11 @@ def load_config(path: str) -> dict[str, Any]:
     missing = [k for k in REQUIRED_KEYS if not config.get(k)]
     if missing:
         raise InvalidConfigError(f"missing key(s) {missing} in {path}: expected {list(REQUIRED_KEYS)}")
-    for key in ("session_timeout_ms", "scheduled_rebalance_max_delay_ms", "heartbeat_interval_ms", "max_rounds"):
+    try:
+        Timing.of(config.get("timing"))
+    except InvalidOptionError as exc:
+        raise InvalidConfigError(f"{path}: {exc}") from None
+    for key in ("scheduled_rebalance_max_delay_ms", "max_rounds"):
         value = config.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
             raise InvalidConfigError(f"{key} in {path}: expected an int >= 0, found {value!r}")
@@ -128,11 +136,10 @@ def run(config: dict, spark: SparkSession | None = None) -> dict:
     partitions = read_partitions(spark, config["partitions"])
     settings = dict(
         protocol_rule=config.get("protocol_rule", "static"),
-        session_timeout_ms=int(config.get("session_timeout_ms", 45000)),
         scheduled_rebalance_max_delay_ms=int(config.get("scheduled_rebalance_max_delay_ms") or 0),
         group_protocol=config.get("group_protocol"),  # null: classic, or the strategy's (uniform: KIP-848)
-        heartbeat_interval_ms=int(config.get("heartbeat_interval_ms") or 5000),
     )
+    timing = Timing.of(config.get("timing"))
     options = dict(config.get("options") or {}, max_rounds=int(config.get("max_rounds") or 5))
     variants = list(config.get("what_if") or [])
     comparison = None
@@ -141,7 +148,7 @@ def run(config: dict, spark: SparkSession | None = None) -> dict:
         # the replay and its what-if variants in one replay: the variant with the
         # scenario's own settings is the one recorded (added, and left out of the
         # comparison, when no variant has them)
-        main = {"strategy": config.get("strategy"), **settings}
+        main = {"strategy": config.get("strategy"), **settings, "timing": None}
         recorded = next((str(v["name"]) for v in variants
                          if {k: v.get(k, d) for k, d in main.items()} == main), None)
         hidden = recorded is None
@@ -149,17 +156,19 @@ def run(config: dict, spark: SparkSession | None = None) -> dict:
             recorded = "_scenario"
             variants.append({"name": recorded, **main})
         comparison = what_if(events, partitions, variants, history=history, record_variant=recorded,
-                             **settings, **options)
+                             timing=timing, **settings, **options)
         if hidden:
             comparison = comparison.where(F.col("variant") != recorded)
         comparison = comparison.orderBy("group_id", "variant")
         comparison = materialize(comparison)
         logging.info("simulated with %d what-if variant(s) in %.1f s", len(variants), time.time() - t0)
     else:
-        simulate(events, partitions, strategy=config.get("strategy"), history=history, **settings, **options)
+        simulate(events, partitions, strategy=config.get("strategy"), history=history, timing=timing, **settings,
+                 **options)
         logging.info("simulated in %.1f s", time.time() - t0)
     report = out / "report.html"
-    write_report(history, report, what_if=comparison, title=config.get("title", "spark-assign scenario"))
+    write_report(history, report, what_if=comparison, title=config.get("title", "spark-assign scenario"),
+                 timing=timing)
     return {"history": location, "report": str(report), "what_if": comparison,
             "generations": simulation_table(history)}
 

@@ -23,24 +23,26 @@ lag                 long                                         lag_change
 seq                 long, optional: the order of the events      all
 =================== ============================================ ==================================
 
-Semantics (Kafka's classic protocol):
+Semantics (Kafka's classic protocol; when each rebalance happens on the clock is
+:mod:`spark_assign.simulation.windows`'s, with the timers of :mod:`spark_assign.simulation.timing`):
 
 * ``join``: the member joins -> rebalance. A static member (``group_instance_id``)
-  returning within ``session_timeout_ms`` of its leave or crash takes its
+  returning within its session timeout of its leave or crash takes its
   partitions back with no rebalance (a rebalance only if its subscription or
   assignors changed).
 * ``leave``: a dynamic member sends LeaveGroup -> rebalance now, its partitions
   recorded ``revoked``. A static member does not (KIP-345): the group waits for
   the session timeout, then rebalances.
 * ``crash``: no LeaveGroup: the member stays in the group, its partitions idle,
-  until ``session_timeout_ms`` expires; then a rebalance, the partitions recorded
+  until its session times out; then a rebalance, the partitions recorded
   ``lost``.
 * ``subscribe`` / ``unsubscribe`` / ``config_change``: the member rejoins with
   the new subscription / assignor list -> rebalance.
 * ``partitions_added``: the topic grows to ``partitions`` -> rebalance.
   ``lag_change``: new lags (no rebalance; lag-aware reads them next time).
-* Delayed resolution (``scheduled_rebalance_max_delay_ms`` > 0, Connect's
-  incremental cooperative rebalancing, Design II): the partitions of a departed
+* Deferred resolution (``scheduled_rebalance_max_delay_ms`` > 0: Connect's
+  ``scheduled.rebalance.max.delay.ms``, incremental cooperative rebalancing's Design II, not a
+  consumer setting): the partitions of a departed
   member stay unassigned until the delay expires; if it (or a replacement with
   its ``group_instance_id``) returns in time it gets them back, otherwise the
   rebalance at the deadline spreads them.
@@ -60,6 +62,7 @@ from ..errors import InvalidEventsError, NoCommonAssignorError, raise_if_rows
 from ..frames import GROUP as _G
 from ..inputs import conform_columns
 from ..protocol import canonical_assignors, disagreements
+from .timing import Timing
 
 KINDS = ("join", "leave", "crash", "subscribe", "unsubscribe", "partitions_added", "lag_change", "config_change")
 MEMBER_KINDS = ("join", "leave", "crash", "subscribe", "unsubscribe", "config_change")
@@ -158,16 +161,17 @@ def validate_events(events: DataFrame, partitions: DataFrame) -> DataFrame:
 # --------------------------------------------------------------------------- preparation
 
 
-def with_config(events: DataFrame, *, strategy, protocol_rule, session_timeout_ms, delay_ms,
-                 group_protocol="classic", heartbeat_ms=5_000) -> DataFrame:
-    """Per-group settings as columns (``what_if`` sets them per variant)."""
+def with_config(events: DataFrame, *, strategy, protocol_rule, timing: Timing, delay_ms,
+                group_protocol="classic") -> DataFrame:
+    """Per-group settings as columns (``what_if`` sets them per variant): the strategy,
+    the protocol rule, the deferred resolution's delay, the group protocol and its timers
+    (:meth:`~.timing.Timing.settings_of`)."""
     defaults = {
         "_strategy": F.lit(strategy).cast("string"),
         "_rule": F.lit(protocol_rule).cast("string"),
-        "_timeout": F.lit(int(session_timeout_ms)).cast("long"),
         "_delay": F.lit(int(delay_ms or 0)).cast("long"),
         "_gp": F.lit(group_protocol).cast("string"),
-        "_hb": F.lit(int(heartbeat_ms)).cast("long"),
+        **{c: F.lit(v).cast("long") for c, v in timing.settings_of(group_protocol).items()},
     }
     for c, v in defaults.items():
         events = events.withColumn(c, F.coalesce(F.col(c), v) if c in events.columns else v)
@@ -207,21 +211,27 @@ def member_timeline(e: DataFrame) -> DataFrame:
         "_deadline", F.when(F.col("_status") == "away", F.col("at") + F.col("_timeout")))
 
 
-def synthetic_events(e: DataFrame, timeline: DataFrame) -> DataFrame:
-    """Session-timeout expiries of away members that do not return in time, and
-    the delayed-resolution deadlines of every departure (delay > 0)."""
+def away_episodes(timeline: DataFrame) -> DataFrame:
+    """Every time a member went away (a crash, or a static member's leave): ``group_id,
+    member_id, _iid, _left, _deadline`` (its session's expiry) and ``_back`` (the first
+    join after it of the member or of its group.instance.id, or null)."""
     away = timeline.where(F.col("_status") == "away").select(
         _G, "member_id", "_iid", F.col("at").alias("_left"), "_deadline", "_order",
         "_strategy", "_rule", "_timeout", "_delay")
     joins = timeline.where(F.col("kind") == "join").select(
         F.col(_G).alias("_jg"), F.col("member_id").alias("_jm"), F.col("_iid").alias("_jiid"),
         F.col("at").alias("_jat"), F.col("_order").alias("_jorder"))
-    back = (
+    return (
         away.join(joins, (F.col(_G) == F.col("_jg")) & (F.col("_jorder") > F.col("_order"))
                   & ((F.col("_jm") == F.col("member_id")) | (F.col("_jiid") == F.col("_iid"))), "left")
         .groupBy(_G, "member_id", "_iid", "_left", "_deadline", "_order", "_strategy", "_rule", "_timeout", "_delay")
         .agg(F.min("_jat").alias("_back"))
     )
+
+
+def synthetic_events(e: DataFrame, timeline: DataFrame, back: DataFrame) -> DataFrame:
+    """Session-timeout expiries of away members that do not return in time (``back``:
+    :func:`away_episodes`), and the delayed-resolution deadlines of every departure (delay > 0)."""
     expire = back.where(F.col("_back").isNull() | (F.col("_back") >= F.col("_deadline"))).select(
         _G, F.col("_deadline").alias("at"), F.lit("expire").alias("kind"), "member_id",
         "_strategy", "_rule", "_timeout", "_delay")
@@ -235,9 +245,12 @@ def synthetic_events(e: DataFrame, timeline: DataFrame) -> DataFrame:
     return expire.unionByName(delayed)
 
 
-def steps_of(e: DataFrame, synthetic: DataFrame) -> DataFrame:
+def steps_of(e: DataFrame, synthetic: DataFrame, cfg: DataFrame, *, phased: bool) -> DataFrame:
     """One row per group per distinct event time: ``group_id, at, step, kinds,
-    triggers`` (whether the events alone call for a rebalance)."""
+    triggers`` (whether the events alone call for a rebalance), and the group's settings
+    (``cfg``). A classic group's rebalance begins at an event that calls for one (its
+    leader's ``metadata`` refresh for a grown topic, a deferred resolution's deadline too);
+    once ``phased`` (:mod:`.windows` added its ``sync`` events), only those rebalance."""
     allev = e.select(_G, "at", "kind", "member_id", "group_instance_id", "topics", "assignors", "_order").unionByName(
         synthetic.select(_G, "at", "kind", "member_id").withColumn("group_instance_id", F.lit(None).cast("string"))
         .withColumn("topics", F.lit(None).cast("array<string>")).withColumn("assignors", F.lit(None).cast("array<string>"))
@@ -276,12 +289,20 @@ def steps_of(e: DataFrame, synthetic: DataFrame) -> DataFrame:
         [_G, "member_id"], "left_semi").select(_G, "member_id", "at", F.lit(True).alias("_static_leave"))
     flagged = flagged.join(static_leave, [_G, "member_id", "at"], "left").withColumn(
         "_trigger", F.col("_trigger") & ~((F.col("kind") == "leave") & F.col("_static_leave").isNotNull()))
+    classic = F.col("_gp") == "classic"
+    if phased:
+        trigger = F.when(classic, F.col("kind") == "sync").otherwise(F.col("_trigger"))
+    else:
+        trigger = (F.when(classic & (F.col("kind") == "partitions_added") & (F.col("_mma") > 0), False)
+                   .when(classic & F.col("kind").isin("metadata", "delay_expire"), True)
+                   .otherwise(F.col("_trigger")))
+    flagged = flagged.join(cfg.select(_G, "_gp", "_mma"), _G).withColumn("_trigger", F.coalesce(trigger, F.lit(False)))
     steps = flagged.groupBy(_G, "at").agg(
         F.array_join(F.array_sort(F.collect_list("kind")), ",").alias("kinds"),
         F.max(F.col("_trigger").cast("int")).alias("_t"),
     )
     return steps.withColumn("step", F.dense_rank().over(Window.partitionBy(_G).orderBy("at")).cast("int")).select(
-        _G, "at", "step", "kinds", (F.col("_t") == 1).alias("triggers"))
+        _G, "at", "step", "kinds", (F.col("_t") == 1).alias("triggers")).join(cfg, _G)
 
 
 def latest_events(timeline: DataFrame, steps: DataFrame) -> DataFrame:

@@ -29,6 +29,7 @@ from ..frames import GROUP as _G
 from ..frames import join_small, one_partition, per_group, sql_name, union_all
 from ..inputs import owned_or_empty
 from ..lineage import in_small_call, materialize_state, partitioned_by
+from ..protocol import EAGER
 from ..rebalance import rebalance
 
 #: separates the group from the topic in group-scoped topic names
@@ -101,6 +102,10 @@ class ReplayOutputs:
     #: per list, how many of its last frames are lazy plans (a small replay's, :func:`_add_step_output`)
     lazy: dict[str, int] = field(default_factory=dict)
 
+
+#: a generation's events: the step's, without the clock's own ``sync`` and ``revoke`` where it has others
+_OWN = "filter(split(kinds, ','), k -> k NOT IN ('sync', 'revoke'))"
+_EVENT_KINDS = f"CASE WHEN size({_OWN}) > 0 THEN array_join({_OWN}, ',') ELSE kinds END"
 
 #: a small replay stores its per-step outputs this many steps at a time (one action each time)
 STEPS_PER_STORE = 10
@@ -199,13 +204,14 @@ def _rebalance_flags(step: Step, departed: DataFrame, released: DataFrame) -> Da
     partitions were released or departed (stored by the first action that reads it). When
     the events of every group of the step call for one, the step's groups (a plan over
     stored rows, nothing to look up)."""
-    columns = (_G, "at", "step", "kinds", "rebalanced", "_rule", "_gp", "_hb", "_strategy")
+    columns = (_G, "at", "step", "kinds", "rebalanced", "_rule", "_gp", "_hb", "_js", "_began", "_strategy")
     if step.flags is not None and step.flags.all_trigger:  # nothing to look up
         return step.groups.selectExpr(*[("true AS rebalanced" if c == "rebalanced" else c) for c in columns])
     rel = released.selectExpr(_G).distinct().selectExpr(_G, "true AS _rel")
     dep = departed.selectExpr(_G).distinct().selectExpr(_G, "true AS _dep")
     flags = step.groups.join(per_group(rel), _G, "left").join(per_group(dep), _G, "left")
-    rebalanced = "triggers OR _rel IS NOT NULL OR _dep IS NOT NULL AS rebalanced"
+    # a classic group rebalances at its join phase's sync only (:mod:`.windows`)
+    rebalanced = ("triggers OR (_gp = 'consumer' AND (_rel IS NOT NULL OR _dep IS NOT NULL)) AS rebalanced")
     return materialize_state(flags.selectExpr(*[(rebalanced if c == "rebalanced" else c) for c in columns]),
                              eager=False)
 
@@ -235,11 +241,12 @@ def _rebalance_step(state: ReplayState, step: Step, flags: DataFrame, rb_groups:
         "max_by(named_struct('generation', generation, 'protocol', protocol), round) AS _l"))
     state.groups = materialize_state(state.groups.join(per_group(last.selectExpr(_G)), _G, "left_anti").unionByName(
         last.selectExpr(_G, "_l.generation AS generation", "_l.protocol AS protocol")))
-    # a consumer group's hand-over comes one heartbeat after its group epoch
-    at = "at + CASE WHEN _gp = 'consumer' THEN (round - 1) * _hb ELSE 0 END"
+    # a consumer group's hand-over comes one heartbeat after its group epoch; a classic
+    # follow-up round, one heartbeat and one join/sync exchange after the round before it
+    at = "at + (round - 1) * (_hb + _js)"
     _add_step_output(out, "generations", join_small(
-        r.summary, flags.selectExpr(_G, "at", "step", "kinds", "_gp", "_hb"), _G).selectExpr(
-        _G, "generation", "round", "step", f"timestamp_millis({at}) AS at", "kinds AS event_kinds",
+        r.summary, flags.selectExpr(_G, "at", "step", "kinds", "_gp", "_hb", "_js"), _G).selectExpr(
+        _G, "generation", "round", "step", f"timestamp_millis({at}) AS at", f"{_EVENT_KINDS} AS event_kinds",
         "assignor AS strategy", "protocol", "members", "assigned", "pending + unavailable AS unassigned", "moved",
         "revoked", "lost"))
     # a step's revocations and rows grow with its partitions: stored by the session's policy
@@ -288,16 +295,25 @@ def _members_for(roster: DataFrame, owned: DataFrame, group_state: DataFrame, fl
     )
 
 
-def _step_stats(flags: DataFrame, roster: DataFrame, meta: DataFrame, owned: DataFrame) -> DataFrame:
+def _step_stats(flags: DataFrame, roster: DataFrame, meta: DataFrame, owned: DataFrame,
+                groups: DataFrame | None = None) -> DataFrame:
     """Per group of the step: its partitions, the unassigned ones and the idle ones
-    (owned by members away: crashed, or left statically, not yet expired).
+    (owned by members away: crashed, or left statically, not yet expired; or departed while
+    a classic join phase runs). ``groups`` (``group_id, protocol`` of the last rebalance):
+    an EAGER group half a heartbeat into a join phase has revoked everything
+    (:mod:`.windows`), so its owned partitions count unassigned until the phase's sync.
 
     Every row the counts read (the step's flags, the roster's subscriptions, the metadata and
     the owned partitions) in one frame partitioned by group: one shuffle, after which the
     windows (a topic's subscribers and partitions, a member's status) and the aggregation
-    by group shuffle nothing more (joins of their aggregates took about 14 Spark jobs a step)."""
+    by group shuffle nothing more."""
+    stalled = "false"
+    if groups is not None and "_began" in flags.columns:
+        stalled = ("NOT rebalanced AND _began IS NOT NULL AND at >= _began + floor(_hb / 2) "
+                   f"AND _protocol = '{EAGER}'")
+        flags = join_small(flags, groups.selectExpr(_G, "protocol AS _protocol"), _G, "left")
     rows = partitioned_by(union_all([
-        flags.selectExpr(_G, "step", "at", "kinds", "rebalanced", "1 AS _flag"),
+        flags.selectExpr(_G, "step", "at", "kinds", "rebalanced", "1 AS _flag", f"{stalled} AS _stalled"),
         roster.selectExpr(_G, "member_id", "explode_outer(topics) AS topic", "1 AS _sub",
                           "CASE WHEN status = 'away' THEN 1 END AS _away"),
         meta.selectExpr(_G, "topic", "partitions"),
@@ -306,17 +322,19 @@ def _step_stats(flags: DataFrame, roster: DataFrame, meta: DataFrame, owned: Dat
     # a topic counts when some member of the roster subscribes to it and the metadata has it
     counted = ("max(_sub) OVER (PARTITION BY group_id, topic) = 1 "
                "AND max(partitions) OVER (PARTITION BY group_id, topic) IS NOT NULL")
-    rows = rows.selectExpr("*", f"{counted} AS _counted",
-                           "max(_away) OVER (PARTITION BY group_id, member_id) AS _member_away")
+    # idle: owned by a member away, or by one no longer in the roster (departed, awaiting the sync)
+    idle_member = ("coalesce(max(_away) OVER (PARTITION BY group_id, member_id), "
+                   "1 - max(_sub) OVER (PARTITION BY group_id, member_id), 1)")
+    rows = rows.selectExpr("*", f"{counted} AS _counted", f"{idle_member} AS _member_idle")
     per_group_counts = rows.groupBy(_G).agg(*map(F.expr, (
         "max(_flag) AS _flag", "max(step) AS step", "max(at) AS at", "max(kinds) AS kinds",
-        "max(rebalanced) AS rebalanced",
+        "max(rebalanced) AS rebalanced", "bool_or(_stalled) AS _stalled",
         "sum(CASE WHEN _counted THEN partitions END) AS _total",
         "count(CASE WHEN _counted THEN _o END) AS _owned",
-        "count(CASE WHEN _counted AND _member_away = 1 THEN _o END) AS _idle")))
+        "count(CASE WHEN _counted AND _member_idle = 1 THEN _o END) AS _idle")))
     return per_group_counts.where("_flag = 1").selectExpr(
         _G, "step", "at", "kinds", "rebalanced",
         "CAST(coalesce(_total, 0) AS BIGINT) AS partitions",
-        "CAST(coalesce(_total, 0) - _owned AS BIGINT) AS unassigned",
+        "CAST(coalesce(_total, 0) - CASE WHEN _stalled THEN _idle ELSE _owned END AS BIGINT) AS unassigned",
         "CAST(_idle AS BIGINT) AS idle",
     )

@@ -12,7 +12,7 @@ depends on the one before (stateless assignors, every step a rebalance by its ev
 the same phases run once over all steps instead (:mod:`.batched`).
 
 >>> result, rows = replay(events, partitions, strategy=None, protocol_rule="static",
-...                       session_timeout_ms=45_000, scheduled_rebalance_max_delay_ms=0,
+...                       timing=Timing(), scheduled_rebalance_max_delay_ms=0,
 ...                       lags=None, keep_rows=False, max_rounds=5, validate=True)  # doctest: +SKIP
 """
 
@@ -44,6 +44,7 @@ from ..options import strategy_options
 from .analytics import SIMULATION_SCHEMA
 from .batched import batchable, replay_batched, stateless_column
 from .events import (
+    away_episodes,
     check_rosters_agree,
     departure_kinds,
     latest_events,
@@ -68,10 +69,12 @@ from .phases import (
     _store_lazy_outputs,
     _update_metadata,
 )
+from .timing import TIMING_COLUMNS, Timing
+from .windows import in_phase, join_phases, live_intervals, metadata_events, phase_events
 
 log = logging.getLogger(__name__)
 #: the per-group settings columns a replay carries (``what_if`` sets them per variant)
-CONFIG_COLUMNS = ("_strategy", "_rule", "_timeout", "_delay", "_gp", "_hb")
+CONFIG_COLUMNS = ("_strategy", "_rule", "_delay", "_gp", *TIMING_COLUMNS)
 
 
 @dataclass
@@ -116,10 +119,9 @@ def all_options(strategy: str | None, options: dict[str, Any]) -> dict[str, Any]
 
 
 @small_call_scope
-def replay(events: DataFrame, partitions: DataFrame, *, strategy, protocol_rule, session_timeout_ms,
+def replay(events: DataFrame, partitions: DataFrame, *, strategy, protocol_rule, timing: Timing,
            scheduled_rebalance_max_delay_ms, lags, keep_rows: bool, max_rounds: int, validate: bool,
-           group_protocol: str = "classic", heartbeat_interval_ms: int = 5_000, batch: bool = True,
-           **options: Any) -> tuple[SimulationResult, DataFrame | None]:
+           group_protocol: str = "classic", batch: bool = True, **options: Any) -> tuple[SimulationResult, DataFrame | None]:
     """:func:`~spark_assign.simulate` without the recording: the result, and (``keep_rows``)
     every recorded generation's assignment rows with their lags (None when nothing rebalanced).
     ``batch=False``: the step loop even where all steps could run at once (:mod:`.batched`)."""
@@ -130,9 +132,8 @@ def replay(events: DataFrame, partitions: DataFrame, *, strategy, protocol_rule,
     if extra_cfg:
         e = e.join(events.select(_G, *extra_cfg).distinct(), _G, "left")
     forced = strategy_name(strategy) if strategy is not None else None  # Kafka's class names as short ones
-    e = with_config(e, strategy=forced, protocol_rule=protocol_rule, session_timeout_ms=session_timeout_ms,
-                    delay_ms=scheduled_rebalance_max_delay_ms, group_protocol=group_protocol,
-                    heartbeat_ms=heartbeat_interval_ms)
+    e = with_config(e, strategy=forced, protocol_rule=protocol_rule, timing=timing,
+                    delay_ms=scheduled_rebalance_max_delay_ms, group_protocol=group_protocol)
     p0 = normalize_partitions(partitions)
     # ordered and stored first: the validation's checks read the events a dozen times
     e = materialize_state(ordered(e))
@@ -140,7 +141,15 @@ def replay(events: DataFrame, partitions: DataFrame, *, strategy, protocol_rule,
         validate_events(e, p0)
     timeline = materialize_state(member_timeline(e))
     cfg = e.select(_G, *CONFIG_COLUMNS).distinct()
-    steps = materialize_state(steps_of(e, synthetic_events(e, timeline)).join(cfg, _G))
+    # a classic group's rebalances take time: their join phases, found from the events
+    # (:mod:`.windows`), give the steps at which they rebalance
+    away = away_episodes(timeline)
+    synthetic = synthetic_events(e, timeline, away).select(_G, "at", "kind", "member_id").unionByName(
+        metadata_events(e))
+    opening = materialize_state(steps_of(e, synthetic, cfg, phased=False))
+    phases = join_phases(opening, away, live_intervals(timeline))
+    steps = materialize_state(in_phase(
+        steps_of(e, synthetic.unionByName(phase_events(phases, cfg)), cfg, phased=True), phases))
     # each member's latest event before each step: read by the rosters and the departures
     latest = materialize_state(latest_events(timeline, steps))
     roster_rows = rosters(latest).join(cfg, _G).withColumn(
@@ -197,7 +206,9 @@ def replay(events: DataFrame, partitions: DataFrame, *, strategy, protocol_rule,
         owned_now, departed, released = _carry_ownership(state, step, departures, any_delay)
         flags = _rebalance_flags(step, departed, released)
         rb_groups = per_group(flags.where("rebalanced").select(_G))
-        new_owned = owned_now.join(rb_groups, _G, "left_anti")
+        # a classic group's departed members keep their partitions (idle) until the join
+        # phase ends: the rebalance at its sync records them revoked or lost
+        new_owned = owned_now.unionByName(departed.select(*owned_now.columns)).join(rb_groups, _G, "left_anti")
         # a step whose events call for a rebalance has groups to rebalance; otherwise only
         # departures or released partitions may call for one (that action stores the flags;
         # a small replay reads them off the stored rows)
@@ -206,7 +217,7 @@ def replay(events: DataFrame, partitions: DataFrame, *, strategy, protocol_rule,
                 state, step, flags, rb_groups, owned_now, departed, out, protocol_rule=protocol_rule,
                 max_rounds=max_rounds, keep_rows=keep_rows, options=options))
         state.owned = materialize_state(state.owned.join(per_group(sk.select(_G)), _G, "left_anti").unionByName(new_owned))
-        _add_step_output(out, "steps", _step_stats(flags, step.roster, state.meta, state.owned))
+        _add_step_output(out, "steps", _step_stats(flags, step.roster, state.meta, state.owned, state.groups))
 
     _store_lazy_outputs(out, "generations")
     _store_lazy_outputs(out, "steps")

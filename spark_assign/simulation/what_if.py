@@ -7,7 +7,7 @@ and the comparison table of a replay's variants.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pyspark.sql import DataFrame, Window
@@ -19,9 +19,9 @@ from ..lost_executors import explains_lost_executors
 from .analytics import record_simulation
 from .events import normalize_events
 from .replay import SimulationResult, protocol_of, replay
+from .timing import TIMING_COLUMNS, Timing
 
-VARIANT_KEYS = ("name", "strategy", "protocol_rule", "session_timeout_ms", "scheduled_rebalance_max_delay_ms",
-                "group_protocol", "heartbeat_interval_ms")
+VARIANT_KEYS = ("name", "strategy", "protocol_rule", "timing", "scheduled_rebalance_max_delay_ms", "group_protocol")
 
 WHAT_IF_COLUMNS = (
     "variant", "group_id", "rebalances", "rounds", "partitions_moved", "revoked", "lost",
@@ -35,7 +35,7 @@ def what_if(
     partitions: DataFrame,
     variants: Iterable[dict],
     *,
-    session_timeout_ms: int = 45_000,
+    timing: Timing | Mapping[str, Any] | None = None,
     scheduled_rebalance_max_delay_ms: int = 0,
     protocol_rule: str = "static",
     lags: DataFrame | None = None,
@@ -44,16 +44,16 @@ def what_if(
     max_rounds: int = 5,
     validate: bool = True,
     group_protocol: str | None = None,
-    heartbeat_interval_ms: int = 5_000,
     **options: Any,
 ) -> DataFrame:
     """The same events under several strategies / protocols, in one replay.
 
     ``variants``: dicts with ``name`` and any of ``strategy``, ``protocol_rule``,
-    ``session_timeout_ms``, ``scheduled_rebalance_max_delay_ms``, ``group_protocol``,
-    ``heartbeat_interval_ms`` (a migration plan: ``{"name": "kip848", "group_protocol":
-    "consumer"}`` next to the classic variants); ``group_protocol`` and
-    ``heartbeat_interval_ms`` here are the variants' defaults. Each variant
+    ``timing`` (a mapping over this call's ``timing``: :class:`~.timing.Timing`),
+    ``scheduled_rebalance_max_delay_ms``, ``group_protocol`` (a migration plan:
+    ``{"name": "kip848", "group_protocol": "consumer"}`` next to the classic variants);
+    ``group_protocol`` here is the variants' default. Every variant counts its
+    unassigned partition-seconds on the same clock. Each variant
     runs as groups ``<group_id>@<name>`` in the same distributed steps. Returns
     one row per variant and group: ``variant, group_id, rebalances, rounds,
     partitions_moved, revoked, lost, unassigned_partition_seconds`` (partitions
@@ -69,6 +69,7 @@ def what_if(
     >>> what_if(events, parts, [{"name": "eager", "strategy": "range"},
     ...                         {"name": "coop", "strategy": "cooperative-sticky"}]).show()  # doctest: +SKIP
     """
+    base = Timing.of(timing)
     rows = []
     for v in variants:
         unknown = sorted(set(v) - set(VARIANT_KEYS))
@@ -78,25 +79,22 @@ def what_if(
         st = v.get("strategy")
         gp = protocol_of(st, v.get("group_protocol", group_protocol))
         st = "uniform" if gp == "consumer" and st is None else st  # the broker's default
-        rows.append((
-            str(v["name"]), st, v.get("protocol_rule", protocol_rule),
-            int(v.get("session_timeout_ms", session_timeout_ms)),
-            int(v.get("scheduled_rebalance_max_delay_ms", scheduled_rebalance_max_delay_ms)),
-            gp, int(v.get("heartbeat_interval_ms", heartbeat_interval_ms)),
-        ))
+        clock = Timing.of(v.get("timing"), base).settings_of(gp)
+        rows.append((str(v["name"]), st, v.get("protocol_rule", protocol_rule),
+                     int(v.get("scheduled_rebalance_max_delay_ms", scheduled_rebalance_max_delay_ms)), gp, clock))
     if record_variant is not None and record_variant not in {r[0] for r in rows}:
         raise InvalidOptionError(f"record_variant {record_variant!r}: expected one of the variants' names "
                          f"{[r[0] for r in rows]}")
     vcol = F.explode(F.array(*[
         F.struct(F.lit(n).alias("variant"), F.lit(st).cast("string").alias("_strategy"), F.lit(ru).alias("_rule"),
-                 F.lit(to).cast("long").alias("_timeout"), F.lit(de).cast("long").alias("_delay"),
-                 F.lit(gp).alias("_gp"), F.lit(hb).cast("long").alias("_hb"))
-        for n, st, ru, to, de, gp, hb in rows])).alias("_v")
+                 F.lit(de).cast("long").alias("_delay"), F.lit(gp).alias("_gp"),
+                 *[F.lit(value).cast("long").alias(c) for c, value in clock.items()])
+        for n, st, ru, de, gp, clock in rows])).alias("_v")
     e = normalize_events(events)
     cols = [c for c in e.columns if c != _G]
     ev = e.select("*", vcol).select(  # every event once per variant (a handful)
         F.concat(F.col(_G), F.lit("@"), F.col("_v.variant")).alias(_G), *cols,
-        "_v._strategy", "_v._rule", "_v._timeout", "_v._delay", "_v._gp", "_v._hb")
+        "_v._strategy", "_v._rule", "_v._delay", "_v._gp", *[f"_v.{c}" for c in TIMING_COLUMNS])
     vlags = None
     if lags is not None:
         if _G in lags.columns:
@@ -105,7 +103,7 @@ def what_if(
         else:
             vlags = lags
     r, recorded_rows = replay(
-        ev, partitions, strategy=None, protocol_rule=protocol_rule, session_timeout_ms=session_timeout_ms,
+        ev, partitions, strategy=None, protocol_rule=protocol_rule, timing=base,
         scheduled_rebalance_max_delay_ms=scheduled_rebalance_max_delay_ms, lags=vlags,
         keep_rows=history is not None, max_rounds=max_rounds, validate=validate, **options)
     if history is not None and recorded_rows is not None:
@@ -136,7 +134,7 @@ def compare(result: SimulationResult, lags: DataFrame | None = None) -> DataFram
     st = result.steps.withColumn("_next", F.lead("at").over(w)).withColumn(
         "_gap", (F.col("unassigned") + F.col("idle")) * (F.coalesce("_next", F.col("at")) - F.col("at")))
     # partitions left unassigned between the rounds of one step (a consumer group's
-    # hand-over one heartbeat after its epoch; classic rounds take no simulated time)
+    # hand-over one heartbeat after its epoch, a classic follow-up round's join phase)
     wr = Window.partitionBy(_G, "step").orderBy("round")
     rg = g.withColumn("_gap", F.col("unassigned") * (
         F.unix_millis(F.lead("at").over(wr)) - F.unix_millis("at"))).select(_G, "_gap")

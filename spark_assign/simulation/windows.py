@@ -1,0 +1,144 @@
+"""A classic group's rebalances on the clock (:mod:`.timing`): when each one begins and when
+its join phase ends, from the events alone.
+
+A classic rebalance is not instant. It begins with an event that calls for one, its join
+phase ends when every member has rejoined (or its initial delay when the group was empty),
+and every event in between joins it: one generation for all of them. This module finds
+those join phases, per group, as one fold over the group's steps (a SQL ``aggregate``,
+over every group at once), and turns them into the events the step loop runs:
+
+* ``sync`` at the end of each join phase plus ``join_sync``: the rebalance, with the
+  members of that moment (the only classic step that rebalances);
+* ``revoke`` half a heartbeat interval after it began: EAGER members have given up what
+  they own (:func:`.phases._step_stats` counts it unassigned until the ``sync``);
+* ``metadata``, half of ``metadata.max.age.ms`` after a topic grew: the leader's
+  metadata refresh notices the new partitions, and that begins a rebalance.
+
+>>> join_phases(steps, away).show()  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from ..frames import GROUP as _G
+
+#: the events this module adds (none of them is in the events' contract)
+PHASE_KINDS = ("sync", "revoke", "metadata")
+
+_STEP = ("struct<at:bigint,opens:boolean,joins:boolean,empty_before:boolean,away_end:bigint>")
+_WINDOW = "struct<began:bigint,ends:bigint>"
+
+# the fold: the current join phase (opened, ends, initial) and the finished ones.
+# Inside a phase, a join during an initial delay's last wait extends it by one more wait
+# (tryCompleteInitialRebalanceElseSchedule), up to the rebalance timeout; a member that goes
+# away before it has rejoined makes the phase wait for its session's expiry
+# (removeMemberAndUpdateClassicGroup), also up to the rebalance timeout.
+_FOLD = f"""
+aggregate(
+  array_sort(_steps),
+  named_struct('opened', CAST(NULL AS BIGINT), 'ends', CAST(NULL AS BIGINT), 'initial', false,
+               'done', CAST(array() AS array<{_WINDOW}>)),
+  (acc, s) -> CASE
+    WHEN acc.ends IS NOT NULL AND s.at <= acc.ends THEN named_struct(
+      'opened', acc.opened,
+      'ends', CASE
+        WHEN acc.initial AND s.joins AND s.at > acc.ends - _init THEN
+          least(acc.ends + _init, acc.opened + greatest(_init, _rt))
+        WHEN NOT acc.initial AND s.at < acc.opened + _hb AND s.away_end IS NOT NULL THEN
+          greatest(acc.ends, least(s.away_end, acc.opened + _rt))
+        ELSE acc.ends END,
+      'initial', acc.initial, 'done', acc.done)
+    WHEN s.opens THEN named_struct(
+      'opened', s.at,
+      'ends', CASE WHEN s.empty_before THEN s.at + _init
+                   WHEN s.away_end IS NULL THEN s.at + _hb
+                   ELSE greatest(s.at + _hb, least(s.away_end, s.at + _rt)) END,
+      'initial', s.empty_before,
+      'done', CASE WHEN acc.ends IS NULL THEN acc.done
+                   ELSE concat(acc.done, array(named_struct('began', acc.opened, 'ends', acc.ends))) END)
+    ELSE acc END,
+  acc -> CASE WHEN acc.ends IS NULL THEN acc.done
+              ELSE concat(acc.done, array(named_struct('began', acc.opened, 'ends', acc.ends))) END)
+"""
+
+
+def join_phases(steps: DataFrame, away: DataFrame, live: DataFrame) -> DataFrame:
+    """Per classic group, its rebalances: ``group_id, began, ends`` (the join phase's end).
+
+    ``steps``: the steps with their settings columns (``group_id, at, kinds, triggers,
+    _gp, _hb, _rt, _init``); ``away``: :func:`.events.away_episodes`; ``live``: each
+    member's stay in the group, ``group_id, _from, _until`` (null: to the end)."""
+    st = steps.where(F.col("_gp") == "classic").select(
+        _G, "at", "triggers", "kinds", "_hb", "_rt", "_init")
+    # a member away at the step, or going away before it would have rejoined, is awaited
+    # until it is back or its session expires
+    ends = away.select(_G, "_left", F.least(F.coalesce("_back", "_deadline"), "_deadline").alias("_end"))
+    awaited = (
+        st.select(_G, "at", "_hb").join(ends, _G)
+        .where((F.col("_left") < F.col("at") + F.col("_hb")) & (F.col("_end") > F.col("at")))
+        .groupBy(_G, "at").agg(F.max("_end").alias("away_end"))
+    )
+    present = (
+        st.select(_G, "at").join(live, _G)
+        .where((F.col("_from") < F.col("at")) & (F.col("_until").isNull() | (F.col("_until") > F.col("at"))))
+        .select(_G, "at").distinct().withColumn("_present", F.lit(True))
+    )
+    has = lambda kind: F.array_contains(F.split("kinds", ","), kind)  # noqa: E731
+    rows = (
+        st.join(awaited, [_G, "at"], "left").join(present, [_G, "at"], "left")
+        .select(_G, "_hb", "_rt", "_init", F.struct(
+            F.col("at").cast("bigint").alias("at"), F.col("triggers").alias("opens"), has("join").alias("joins"),
+            F.col("_present").isNull().alias("empty_before"),
+            F.col("away_end").cast("bigint").alias("away_end")).cast(_STEP).alias("_s"))
+    )
+    folded = rows.groupBy(_G, "_hb", "_rt", "_init").agg(F.collect_list("_s").alias("_steps")).select(
+        _G, F.explode(F.expr(_FOLD)).alias("_w"))
+    return folded.select(_G, F.col("_w.began").alias("began"), F.col("_w.ends").alias("ends"))
+
+
+def live_intervals(timeline: DataFrame) -> DataFrame:
+    """Each member's stay in the group (``group_id, _from, _until``): from its join to its
+    leave, or to its session's expiry after a crash or a static leave (null: to the end)."""
+    w = Window.partitionBy(_G, "member_id").orderBy("_order")
+    nxt = timeline.select(_G, "member_id", "kind", "at", "_order", "_status", "_deadline").withColumn(
+        "_next", F.lead(F.struct("kind", "at", "_status", "_deadline")).over(w))
+    return nxt.where(F.col("kind") == "join").select(
+        _G, F.col("at").alias("_from"),
+        F.when(F.col("_next._status") == "gone", F.col("_next.at"))
+        .when(F.col("_next._status") == "away", F.col("_next._deadline")).alias("_until"))
+
+
+def metadata_events(e: DataFrame) -> DataFrame:
+    """``metadata`` events: a classic group's leader notices a grown topic on its next metadata
+    refresh, half of ``metadata.max.age.ms`` after it grew on average (``group_id, at, kind,
+    member_id``; ``e``: the events with their settings columns)."""
+    grown = e.where((F.col("kind") == "partitions_added") & (F.col("_gp") == "classic") & (F.col("_mma") > 0))
+    return grown.select(
+        _G, (F.col("at") + F.floor(F.col("_mma") / 2)).cast("long").alias("at"), F.lit("metadata").alias("kind"),
+        F.lit(None).cast("string").alias("member_id")).distinct()
+
+
+def phase_events(phases: DataFrame, cfg: DataFrame) -> DataFrame:
+    """The ``sync`` and ``revoke`` events of :func:`join_phases` (``group_id, at, kind, member_id``)."""
+    p = phases.join(cfg.select(_G, "_hb", "_js"), _G)
+    none = F.lit(None).cast("string").alias("member_id")
+    sync = p.select(_G, (F.col("ends") + F.col("_js")).alias("at"), F.lit("sync").alias("kind"), none)
+    revoke = p.where(F.col("_hb") > 0).select(
+        _G, (F.col("began") + F.floor(F.col("_hb") / 2)).alias("at"), F.lit("revoke").alias("kind"), none)
+    return sync.unionByName(revoke).select(_G, F.col("at").cast("long").alias("at"), "kind", "member_id")
+
+
+def in_phase(steps: DataFrame, phases: DataFrame) -> DataFrame:
+    """``steps`` with ``_began``: when the join phase that the step is in (up to its ``sync``)
+    began, or null (a consumer group's steps, a classic group's steps between rebalances)."""
+    ph = phases.select(F.col(_G).alias("_pg"), F.col("began").alias("_began"), F.col("ends").alias("_ends"))
+    inside = (F.col(_G) == F.col("_pg")) & (F.col("at") >= F.col("_began")) & (F.col("at") <= F.col("_ends") + F.col("_js"))
+    latest = Window.partitionBy(_G, "at")
+    return (
+        steps.join(ph, inside, "left")
+        .withColumn("_last", F.max("_began").over(latest))
+        .where(F.col("_began").isNull() | (F.col("_began") == F.col("_last")))
+        .drop("_pg", "_ends", "_last")
+    )

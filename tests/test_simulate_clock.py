@@ -1,0 +1,93 @@
+"""simulate() on the classic clock: join phases, the initial delay, a join that waits for a
+member that crashed or left statically, cooperative follow-up rounds, metadata refreshes
+(tests/cases/simulate/classic_clock.yaml, each case's expectation worked from Kafka's code)."""
+
+import dataclasses
+
+import pytest
+import yaml
+from casetable import CASES_DIR
+from pyspark.sql import functions as F
+
+from spark_assign.errors import InvalidOptionError
+from spark_assign.properties import check_assignment
+from spark_assign.simulate import compare, simulate
+from spark_assign.simulation.timing import INSTANT_CLASSIC, Timing
+
+TABLE = yaml.safe_load((CASES_DIR / "simulate" / "classic_clock.yaml").read_text())
+E = ("group_id string, at long, kind string, member_id string, group_instance_id string, topics array<string>, "
+     "topic string, partitions int, _strategy string, _timeout long, _hb long, _rt long, _init long, _js long, "
+     "_mma long")
+GROUP = "{}@clock"  # compare() reads <group>@<variant>
+
+
+def _events(spark):
+    rows = []
+    for c in TABLE["cases"]:
+        clock = Timing.of(c.get("timing")).settings_of("classic")
+        for at, kind, member, *more in c["events"]:
+            x = more[0] if more else {}
+            rows.append((GROUP.format(c["name"]), at, kind, member, x.get("group_instance_id"), x.get("topics"),
+                         x.get("topic"), x.get("partitions"), c["strategy"],
+                         *[clock[k] for k in ("_timeout", "_hb", "_rt", "_init", "_js", "_mma")]))
+    return spark.createDataFrame(rows, E)
+
+
+@pytest.fixture(scope="module")
+def replayed(spark):
+    parts = spark.createDataFrame([(t, p) for t, n in TABLE["partitions"].items() for p in range(n)],
+                                  "topic string, partition int")
+    return simulate(_events(spark), parts), parts
+
+
+@pytest.mark.parametrize("case", TABLE["cases"], ids=[c["name"] for c in TABLE["cases"]])
+def test_classic_clock(replayed, case):
+    result, parts = replayed
+    group = GROUP.format(case["name"])
+    gens = result.generations.where(F.col("group_id") == group).orderBy("generation").collect()
+    got = [[g.generation, g.round, round(g.at.timestamp() * 1000), g.members, g.lost] for g in gens]
+    assert got == case["generations"], case["source"]
+    row = compare(result).where(F.col("group_id") == case["name"]).collect()
+    assert [round(r.unassigned_partition_seconds, 3) for r in row] == [case["unassigned_partition_seconds"]]
+    # the final assignment: every partition once, to a member of the last generation, balanced
+    final = result.assignment.where(F.col("group_id") == group)
+    members = final.select("group_id", "member_id").distinct().withColumn("topics", F.array(F.lit("t")))
+    grown = max([e[3]["partitions"] for e in case["events"] if e[1] == "partitions_added"], default=0)
+    topic = parts.unionByName(parts.sparkSession.range(6, max(grown, 6)).selectExpr(
+        "'t' AS topic", "CAST(id AS INT) AS partition"))
+    check_assignment(final, members, topic, balance="topic").count()
+    assert final.select("member_id").distinct().count() == case["generations"][-1][3]
+
+
+def test_the_instant_clock_rebalances_at_each_event(spark):
+    """Without its timers, the classic clock is the old instant model: one generation per
+    event that calls for one, at the event's own time."""
+    events = spark.createDataFrame([
+        ("g", 0, "join", "a", ["t"]), ("g", 1000, "join", "b", ["t"]), ("g", 2000, "join", "c", ["t"])],
+        "group_id string, at long, kind string, member_id string, topics array<string>")
+    parts = spark.createDataFrame([("t", p) for p in range(6)], "topic string, partition int")
+    r = simulate(events, parts, strategy="range", timing=Timing(classic=INSTANT_CLASSIC))
+    assert [(g.generation, round(g.at.timestamp() * 1000), g.members) for g in
+            r.generations.orderBy("generation").collect()] == [(1, 0, 1), (2, 1000, 2), (3, 2000, 3)]
+    # the same joins on Kafka's clock: one initial rebalance after the joins' waits
+    r = simulate(events, parts, strategy="range")
+    assert [(g.generation, round(g.at.timestamp() * 1000), g.members) for g in
+            r.generations.collect()] == [(1, 6100, 3)]
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"classic": {"heartbeat_ms": 1}}, "timing.classic: expected keys among .*heartbeat_interval_ms.*found \\['heartbeat_ms'\\]"),
+    ({"kip848": {}}, "timing: expected keys among \\['classic', 'consumer'\\], found \\['kip848'\\]"),
+    ({"consumer": {"session_timeout_ms": -5}}, "timing.consumer.session_timeout_ms: expected a non-negative"),
+    ({"classic": {"join_sync_ms": "fast"}}, "timing.classic.join_sync_ms: .*found 'fast'"),
+])
+def test_bad_timing_names_the_setting(settings, message):
+    with pytest.raises(InvalidOptionError, match=message):
+        Timing.of(settings)
+
+
+def test_a_variant_timing_is_over_the_call_timing():
+    base = Timing.of({"classic": {"session_timeout_ms": 10_000}})
+    t = Timing.of({"classic": {"heartbeat_interval_ms": 1_000}}, base)
+    assert (t.classic.session_timeout_ms, t.classic.heartbeat_interval_ms) == (10_000, 1_000)
+    assert t.consumer == dataclasses.replace(Timing().consumer)
