@@ -35,6 +35,8 @@ from common import SparkJobs, Timing, fmt_s, ratio, session, write_results
 from pyspark.sql import functions as F
 
 from spark_assign.simulate import simulate
+from spark_assign.simulation.timing import INSTANT_CLASSIC
+from spark_assign.simulation.timing import Timing as Clock
 
 PARTITIONS = 24
 PEER_TIMEOUT = 1800.0
@@ -160,7 +162,9 @@ def main(argv=None) -> int:
             history = AssignmentHistory(args.history if i == 0 else f"{args.history}-{i}", spark)  # a new one per run
         with SparkJobs(spark) as jobs:
             t0 = time.perf_counter()
-            r = simulate(events, parts, strategy=args.strategy, history=history, validate=True)
+            # the instant classic clock: every event a rebalance at its own time, as the peer replays them
+            r = simulate(events, parts, strategy=args.strategy, history=history, validate=True,
+                         timing=Clock(classic=INSTANT_CLASSIC))
             generations = r.generations.count()
             timing = Timing(time.perf_counter() - t0, generations)
         return timing, jobs.count

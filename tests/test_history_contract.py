@@ -195,8 +195,8 @@ def test_time_travel(spark, tmp_path, backend):
 def test_simulate_records_its_replay(spark, tmp_path, backend):
     h = AssignmentHistory(str(tmp_path / "h"), spark, backend=backend)
     events = spark.createDataFrame(
-        [("s", 0, "join", "a", ["t"], ["range"]), ("s", 10, "join", "b", ["t"], ["range"]),
-         ("s", 20, "leave", "a", None, None)],
+        [("s", 0, "join", "a", ["t"], ["range"]), ("s", 60_000, "join", "b", ["t"], ["range"]),
+         ("s", 120_000, "leave", "a", None, None)],
         "group_id string, at long, kind string, member_id string, topics array<string>, assignors array<string>")
     r = simulate(events, spark.createDataFrame([("t", q) for q in range(4)], PARTITIONS), history=h)
     assert rows(h.history(), "group_id", "generation", "members") == {("s", 1, 1), ("s", 2, 2), ("s", 3, 1)}

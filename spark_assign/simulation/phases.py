@@ -103,10 +103,6 @@ class ReplayOutputs:
     lazy: dict[str, int] = field(default_factory=dict)
 
 
-#: a generation's events: the step's, without the clock's own ``sync`` and ``revoke`` where it has others
-_OWN = "filter(split(kinds, ','), k -> k NOT IN ('sync', 'revoke'))"
-_EVENT_KINDS = f"CASE WHEN size({_OWN}) > 0 THEN array_join({_OWN}, ',') ELSE kinds END"
-
 #: a small replay stores its per-step outputs this many steps at a time (one action each time)
 STEPS_PER_STORE = 10
 
@@ -204,7 +200,7 @@ def _rebalance_flags(step: Step, departed: DataFrame, released: DataFrame) -> Da
     partitions were released or departed (stored by the first action that reads it). When
     the events of every group of the step call for one, the step's groups (a plan over
     stored rows, nothing to look up)."""
-    columns = (_G, "at", "step", "kinds", "rebalanced", "_rule", "_gp", "_hb", "_js", "_began", "_strategy")
+    columns = (_G, "at", "step", "kinds", "_cause", "rebalanced", "_rule", "_gp", "_hb", "_js", "_began", "_strategy")
     if step.flags is not None and step.flags.all_trigger:  # nothing to look up
         return step.groups.selectExpr(*[("true AS rebalanced" if c == "rebalanced" else c) for c in columns])
     rel = released.selectExpr(_G).distinct().selectExpr(_G, "true AS _rel")
@@ -245,8 +241,8 @@ def _rebalance_step(state: ReplayState, step: Step, flags: DataFrame, rb_groups:
     # follow-up round, one heartbeat and one join/sync exchange after the round before it
     at = "at + (round - 1) * (_hb + _js)"
     _add_step_output(out, "generations", join_small(
-        r.summary, flags.selectExpr(_G, "at", "step", "kinds", "_gp", "_hb", "_js"), _G).selectExpr(
-        _G, "generation", "round", "step", f"timestamp_millis({at}) AS at", f"{_EVENT_KINDS} AS event_kinds",
+        r.summary, flags.selectExpr(_G, "at", "step", "_cause", "_gp", "_hb", "_js"), _G).selectExpr(
+        _G, "generation", "round", "step", f"timestamp_millis({at}) AS at", "_cause AS event_kinds",
         "assignor AS strategy", "protocol", "members", "assigned", "pending + unavailable AS unassigned", "moved",
         "revoked", "lost"))
     # a step's revocations and rows grow with its partitions: stored by the session's policy

@@ -130,15 +130,27 @@ def phase_events(phases: DataFrame, cfg: DataFrame) -> DataFrame:
     return sync.unionByName(revoke).select(_G, F.col("at").cast("long").alias("at"), "kind", "member_id")
 
 
+#: a step's own event kinds: its events', without the ``sync`` and ``revoke`` of this module
+_OWN = "filter(split(kinds, ','), k -> k NOT IN ('sync', 'revoke'))"
+
+
 def in_phase(steps: DataFrame, phases: DataFrame) -> DataFrame:
     """``steps`` with ``_began``: when the join phase that the step is in (up to its ``sync``)
-    began, or null (a consumer group's steps, a classic group's steps between rebalances)."""
+    began, or null (a consumer group's steps, a classic group's steps between rebalances);
+    and ``_cause``: the events the step's generation answers, those of its join phase so
+    far (a ``sync`` step's are the events that began the phase and joined it)."""
     ph = phases.select(F.col(_G).alias("_pg"), F.col("began").alias("_began"), F.col("ends").alias("_ends"))
     inside = (F.col(_G) == F.col("_pg")) & (F.col("at") >= F.col("_began")) & (F.col("at") <= F.col("_ends") + F.col("_js"))
     latest = Window.partitionBy(_G, "at")
+    so_far = Window.partitionBy(_G, "_began").orderBy("at").rowsBetween(Window.unboundedPreceding, 0)
+    own = F.expr(_OWN)
+    phase_kinds = F.array_sort(F.flatten(F.collect_list(own).over(so_far)))
+    cause = F.when(F.col("_began").isNull(), own).otherwise(phase_kinds)
     return (
         steps.join(ph, inside, "left")
         .withColumn("_last", F.max("_began").over(latest))
         .where(F.col("_began").isNull() | (F.col("_began") == F.col("_last")))
         .drop("_pg", "_ends", "_last")
+        .withColumn("_cause", cause)
+        .withColumn("_cause", F.when(F.size("_cause") > 0, F.array_join("_cause", ",")).otherwise(F.col("kinds")))
     )
