@@ -159,6 +159,7 @@ def rebalance(
     group_protocol: str = "classic",
     rejoined: DataFrame | None = None,
     owners: DataFrame | None = None,
+    away: DataFrame | None = None,
     **options: Any,
 ) -> RebalanceResult:
     """Rebalance every group in ``members``: selection, protocol, revocations,
@@ -205,6 +206,9 @@ def rebalance(
     what the target takes away (nothing is revoked from members that keep their
     partitions); round 2 (the next heartbeat, when partitions changed owner) hands the
     revoked partitions to their new owners. The group's protocol is ``CONSUMER``.
+    ``away`` (``group_id, member_id``): consumer groups' members that send no heartbeat (a
+    crash, or a static member that left, before its session expires): they revoke nothing
+    and take nothing from others, so what the target moves off them waits for their expiry.
 
     >>> r = rebalance(members, partitions, protocol_rule="dynamic")  # doctest: +SKIP
     >>> r.summary.show(); r.final.show()                            # doctest: +SKIP
@@ -240,7 +244,7 @@ def rebalance(
         state = state.withColumn("_gen", F.expr(f"CAST(_base + {rnd} AS INT)"))
         runs = rounds[-1].pending_runs if rounds else prep.runs  # later rounds: the pending groups' assignors
         r = run_round(prep, state, rnd, runs, rounds[-1].assignment if rounds else None, targets, lags=lags,
-                       run_options=run_options, departed=departed if rnd == 1 else None)
+                       run_options=run_options, departed=departed if rnd == 1 else None, away=away)
         rounds.append(r)
         if check:
             sm = normalize_members(state)

@@ -112,7 +112,8 @@ def sticky_runs(runs: list[str], rnd: int, run_options: dict[str, dict[str, Any]
 
 
 def _sticky_together(state: DataFrame, p: DataFrame, together: list[str], rnd: int, targets: dict[str, DataFrame],
-                     run_options: dict[str, dict[str, Any]], columns: list[str]) -> list[DataFrame]:
+                     run_options: dict[str, dict[str, Any]], columns: list[str],
+                     away: DataFrame | None = None) -> list[DataFrame]:
     """The assignment of the groups of the runs ``together`` (:func:`sticky_runs`) by one
     sticky assignment: the cooperative groups withhold the partitions changing owner, the
     consumer groups' part is their group epoch's target (:func:`reconciliation_round`)."""
@@ -134,18 +135,19 @@ def _sticky_together(state: DataFrame, p: DataFrame, together: list[str], rnd: i
     server = state.where(F.col("_run") == SERVER_UNIFORM)  # the consumer groups of the call
     groups = per_group(server.select(_G).distinct())
     target = reconciliation_round(SERVER_UNIFORM, server.select(*columns), p, rnd, targets,
-                                  target=rows.join(groups, _G, "left_semi"))
+                                  target=rows.join(groups, _G, "left_semi"), away=away)
     return [rows.join(groups, _G, "left_anti"), target]
 
 
 def run_round(prep: Prepared, state: DataFrame, rnd: int, runs: list[str], prev_a: DataFrame | None,
               targets: dict[str, DataFrame], *, lags: DataFrame | None, run_options: dict[str, dict[str, Any]],
-              departed: DataFrame | None) -> Round:
+              departed: DataFrame | None, away: DataFrame | None = None) -> Round:
     """Round ``rnd`` over the groups of ``state`` (with ``_gen``, the round's generation):
     the assignment (one distributed call per assignor in ``runs``, the sticky family's in
     one: :func:`sticky_runs`), the revocations (``departed``: added to them, in the first
     round) and the summary (one action, which also lists the runs still pending; in a small
-    call the summary's store, whose rows give them)."""
+    call the summary's store, whose rows give them). ``away``: consumer groups' members that
+    send no heartbeat (:func:`~spark_assign.reconcile.with_away_members`)."""
     p = prep.partitions
     # in a small call the members (``state``) and the partitions are local relations
     # (:func:`~spark_assign.rebalance._prepare`): the assignors read short plans over them,
@@ -158,13 +160,13 @@ def run_round(prep: Prepared, state: DataFrame, rnd: int, runs: list[str], prev_
     parts = []
     together = sticky_runs(runs, rnd, run_options)
     if together:
-        parts.extend(_sticky_together(state, p, together, rnd, targets, run_options, columns))
+        parts.extend(_sticky_together(state, p, together, rnd, targets, run_options, columns, away))
     for name in runs:
         if name in together:
             continue
         sm = state.where(f"_run = {sql_string(name)}").selectExpr(*columns)
         if name.startswith(SERVER_RUN):  # KIP-848: the group epoch's target, then its hand-over
-            parts.append(reconciliation_round(name, sm, p, rnd, targets))
+            parts.append(reconciliation_round(name, sm, p, rnd, targets, away=away))
             continue
         glags = lags.join(sm.selectExpr(_G).distinct(), _G, "left_semi") if lags is not None else None
         options = run_options.get(name, {})

@@ -68,11 +68,13 @@ def mark_consumer_groups(m: DataFrame) -> DataFrame:
 
 
 def reconciliation_round(run: str, members: DataFrame, partitions: DataFrame, rnd: int,
-                         targets: dict[str, DataFrame], target: DataFrame | None = None) -> DataFrame:
+                         targets: dict[str, DataFrame], target: DataFrame | None = None,
+                         away: DataFrame | None = None) -> DataFrame:
     """The assignment of consumer groups (``members``, normalized, all running the
     broker's assignor ``run``) in round ``rnd``: round 1 computes and keeps the target
     (in ``targets``; ``target``: computed by the caller, with other groups' assignment)
     and hands out what nobody else holds; later rounds hand out the rest of the target.
+    ``away`` (``group_id, member_id``): members that send no heartbeat (:func:`with_away_members`).
     Returns ``group_id, member_id, topic, partition``."""
     if rnd == 1:
         if target is None:
@@ -81,6 +83,30 @@ def reconciliation_round(run: str, members: DataFrame, partitions: DataFrame, rn
                             checkpoint=not in_small_call())
         targets[run] = materialize_state(target, eager=False)
         # a partition goes now unless another member still holds it (it revokes it this round)
-        return without_transfers(targets[run], partition_claims(members, partitions, subscribed_only=False))
-    # the next heartbeat: the previous owners have revoked, the target is reached
-    return targets[run].join(members.select(_G).distinct(), _G, "left_semi")
+        claims = partition_claims(members, partitions, subscribed_only=False)
+        handed = without_transfers(targets[run], claims)
+    else:
+        # the next heartbeat: the previous owners have revoked, the target is reached
+        handed = targets[run].join(members.select(_G).distinct(), _G, "left_semi")
+        if away is None:
+            return handed
+        claims = partition_claims(members, partitions, subscribed_only=False)
+    if away is None:
+        return handed
+    return with_away_members(handed, targets[run], claims, away)
+
+
+def with_away_members(handed: DataFrame, target: DataFrame, claims: DataFrame, away: DataFrame) -> DataFrame:
+    """A round's assignment ``handed`` when the ``away`` members (``group_id, member_id``) send no
+    heartbeat: a crashed member, or a static one that left, until its session expires. An away
+    member revokes nothing, so what the target takes from it stays with it (its new owner waits
+    for the expiry), and what the target gives it, it holds idle as soon as nobody else does
+    (``GroupMetadataManager``: a member reconciles only on its own heartbeats). ``claims``: who
+    holds each partition before the round (:func:`~spark_assign.owned.partition_claims`)."""
+    tp = [_G, "topic", "partition"]
+    keys = [_G, "member_id"]
+    away = away.select(*keys).distinct()
+    held = claims.join(away, keys, "left_semi").select(*keys, "topic", "partition")
+    others = handed.join(away, keys, "left_anti").join(held.select(*tp), tp, "left_anti")
+    given = without_transfers(target.join(away, keys, "left_semi"), claims).select(*handed.columns)
+    return others.unionByName(held.select(*handed.columns)).unionByName(given).dropDuplicates(tp)

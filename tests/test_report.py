@@ -17,8 +17,15 @@ def test_report_is_self_contained_with_charts(spark, tmp_path):
         "variant string, group_id string, rebalances long, rounds long, partitions_moved long, revoked long, "
         "lost long, unassigned_partition_seconds double, max_min_partitions long, max_member_lag long, "
         "mean_member_lag double")
-    out = write_report(history, tmp_path / "report.html", what_if=what_if, title="test report")
+    out = write_report(history, tmp_path / "report.html", what_if=what_if, title="test report",
+                       variants=[{"name": "range"}, {"name": "coop", "protocol_rule": "dynamic",
+                                                     "scheduled_rebalance_max_delay_ms": 30000}])
     text = out.read_text()
+    # what the variants follow that is not the consumer's own behaviour, labelled
+    assert re.findall(r'<p class="note">(coop: [^<]+)</p>', text) == [
+        "coop: KIP-726&#x27;s dynamic protocol rule, a proposal that Kafka&#x27;s Java client does not implement",
+        "coop: the deferred resolution of incremental cooperative rebalancing (Kafka Connect&#x27;s "
+        "scheduled.rebalance.max.delay.ms = 30 s), not a consumer setting"]
     assert "<title>test report</title>" in text and "What-if comparison" in text
     assert "src=\"http" not in text and "<script" not in text  # nothing fetched from outside
     pngs = re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', text)

@@ -16,21 +16,35 @@ from spark_assign.simulation.timing import INSTANT_CLASSIC, Timing
 
 TABLE = yaml.safe_load((CASES_DIR / "simulate" / "classic_clock.yaml").read_text())
 E = ("group_id string, at long, kind string, member_id string, group_instance_id string, topics array<string>, "
-     "topic string, partitions int, _strategy string, _timeout long, _hb long, _rt long, _init long, _js long, "
-     "_mma long")
+     "topic string, partitions int, _strategy string, _gp string, _timeout long, _hb long, _rt long, _init long, "
+     "_js long, _mma long, _delay long")
 GROUP = "{}@clock"  # compare() reads <group>@<variant>
 
 
 def _events(spark):
     rows = []
     for c in TABLE["cases"]:
-        clock = Timing.of(c.get("timing")).settings_of("classic")
+        gp = c.get("group_protocol", "classic")
+        clock = Timing.of(c.get("timing")).settings_of(gp)
         for at, kind, member, *more in c["events"]:
             x = more[0] if more else {}
             rows.append((GROUP.format(c["name"]), at, kind, member, x.get("group_instance_id"), x.get("topics"),
-                         x.get("topic"), x.get("partitions"), c["strategy"],
-                         *[clock[k] for k in ("_timeout", "_hb", "_rt", "_init", "_js", "_mma")]))
+                         x.get("topic"), x.get("partitions"), c["strategy"], gp,
+                         *[clock[k] for k in ("_timeout", "_hb", "_rt", "_init", "_js", "_mma")],
+                         c.get("scheduled_rebalance_max_delay_ms", 0)))
     return spark.createDataFrame(rows, E)
+
+
+def _subscriptions(case):
+    """Each member's topics after the case's events (a join sets them, subscribe adds)."""
+    subs: dict[str, set] = {}
+    for _, kind, member, *more in case["events"]:
+        topics = set((more[0] if more else {}).get("topics") or [])
+        if kind == "join":
+            subs[member] = topics
+        elif kind == "subscribe":
+            subs[member] |= topics
+    return subs
 
 
 @pytest.fixture(scope="module")
@@ -49,14 +63,21 @@ def test_classic_clock(replayed, case):
     assert got == case["generations"], case["source"]
     row = compare(result).where(F.col("group_id") == case["name"]).collect()
     assert [round(r.unassigned_partition_seconds, 3) for r in row] == [case["unassigned_partition_seconds"]]
-    # the final assignment: every partition once, to a member of the last generation, balanced
+    # the final assignment: every subscribed partition once, to a member of the last generation
+    # that subscribes to it
     final = result.assignment.where(F.col("group_id") == group)
-    members = final.select("group_id", "member_id").distinct().withColumn("topics", F.array(F.lit("t")))
+    owners = {r.member_id for r in final.select("member_id").distinct().collect()}
+    subs = _subscriptions(case)
+    spark = parts.sparkSession
+    members = spark.createDataFrame([(group, m, sorted(subs[m])) for m in sorted(owners)],
+                                    "group_id string, member_id string, topics array<string>")
     grown = max([e[3]["partitions"] for e in case["events"] if e[1] == "partitions_added"], default=0)
-    topic = parts.unionByName(parts.sparkSession.range(6, max(grown, 6)).selectExpr(
+    subscribed = sorted(set().union(*(subs[m] for m in owners)))
+    topic = parts.where(F.col("topic").isin(subscribed)).unionByName(spark.range(6, max(grown, 6)).selectExpr(
         "'t' AS topic", "CAST(id AS INT) AS partition"))
-    check_assignment(final, members, topic, balance="topic").count()
-    assert final.select("member_id").distinct().count() == case["generations"][-1][3]
+    # range balances each topic among its subscribers; the others, Kafka's general rule
+    check_assignment(final, members, topic, balance="topic" if case["strategy"] == "range" else "kafka").count()
+    assert len(owners) == case["generations"][-1][3]
 
 
 def test_the_instant_clock_rebalances_at_each_event(spark):

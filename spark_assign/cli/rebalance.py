@@ -96,7 +96,7 @@ CONFIG_KEYS: dict[str, str] = {
     "generation": "generation of the first round for every group (null: latest recorded + 1)",
     "owned_from": "auto | history | input | none",
     "departed": "leave (revoked) | crash (lost): members in the history but not in the input",
-    "protocol_rule": "static | dynamic (KIP-726)",
+    "protocol_rule": "static (Kafka's rule) | dynamic (KIP-726's proposal, not in Kafka's client)",
     "max_rounds": "bound on the rounds of a rebalance",
     "check": "check validity and balance before recording",
     "spark_conf": "Spark settings file (key value lines) for a local session",
@@ -153,7 +153,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--departed", choices=sorted(DEPARTURES),
                    help="members in the history but not in the input left (revoked, default) or crashed (lost)")
     p.add_argument("--protocol-rule", choices=PROTOCOL_RULES,
-                   help="EAGER/COOPERATIVE by Kafka's static rule (default) or KIP-726's dynamic rule")
+                   help="EAGER/COOPERATIVE by Kafka's static rule (default) or KIP-726's dynamic rule (a proposal, not in Kafka's client)")
     p.add_argument("--max-rounds", type=int, help="bound on the rounds of a rebalance (default 5)")
     p.add_argument("--check", action=argparse.BooleanOptionalAction, default=None,
                    help="check the assignment's validity before recording it")

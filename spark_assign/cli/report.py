@@ -188,10 +188,32 @@ def chart_what_if(pdf) -> str:
 # ---------------------------------------------------------------------- the report
 
 
+def variant_notes(variants: list[dict[str, Any]] | None) -> list[str]:
+    """What a what-if's variants follow that is not the consumer's own behaviour: one line per
+    variant on KIP-726's proposed rule or on Connect's deferred resolution.
+
+    >>> variant_notes([{"name": "dynamic", "protocol_rule": "dynamic"}])
+    ["dynamic: KIP-726's dynamic protocol rule, a proposal that Kafka's Java client does not implement"]
+    """
+    notes = []
+    for v in variants or []:
+        if v.get("protocol_rule") == "dynamic":
+            notes.append(f"{v['name']}: KIP-726's dynamic protocol rule, a proposal that Kafka's Java client "
+                         "does not implement")
+        delay = v.get("scheduled_rebalance_max_delay_ms") or 0
+        if delay:
+            notes.append(f"{v['name']}: the deferred resolution of incremental cooperative rebalancing "
+                         f"(Kafka Connect's scheduled.rebalance.max.delay.ms = {delay / 1000:g} s), not a "
+                         "consumer setting")
+    return notes
+
+
 def write_report(history, path, *, what_if: DataFrame | None = None, title: str = "spark-assign report",
-                 groups: list[str] | None = None, timing: Any = None) -> Path:
+                 groups: list[str] | None = None, timing: Any = None,
+                 variants: list[dict[str, Any]] | None = None) -> Path:
     """Write the HTML report of ``history`` (and a what-if table) to ``path``. ``timing``: the
-    simulation's clock (:class:`~spark_assign.simulation.timing.Timing`), stated beside the what-if."""
+    simulation's clock (:class:`~spark_assign.simulation.timing.Timing`), stated beside the
+    what-if; ``variants``: the what-if's variants, those not the consumer's own behaviour labelled."""
     from spark_assign.simulate import register_analytics_views, run_analytics
 
     register_analytics_views(history)
@@ -226,6 +248,8 @@ def write_report(history, path, *, what_if: DataFrame | None = None, title: str 
         if timing is not None:
             parts.append('<p class="note">The clock assumed (the variants\' own timing apart): '
                          + html.escape(timing.describe()).replace("\n", "<br>") + "</p>")
+        for note in variant_notes(variants):
+            parts.append(f'<p class="note">{html.escape(note)}</p>')
         if len(wi):
             parts.append(_img(chart_what_if(wi), "what-if comparison"))
         parts.append(_table(wi))

@@ -51,7 +51,7 @@ CONFIG_KEYS: dict[str, str] = {
     "title": "the report's title",
     "strategy": "assignor for every group (null: Kafka's selection from the members' assignors)",
     "options": "strategy options, e.g. {rack_aware: true}",
-    "protocol_rule": "static | dynamic (KIP-726)",
+    "protocol_rule": "static (Kafka's rule) | dynamic (KIP-726's proposal, not in Kafka's client)",
     "timing": "both protocols' timers: {classic: {heartbeat_interval_ms, session_timeout_ms, "
               "rebalance_timeout_ms, initial_rebalance_delay_ms, metadata_max_age_ms, join_sync_ms}, "
               "consumer: {heartbeat_interval_ms, session_timeout_ms}} (Kafka's defaults)",
@@ -168,7 +168,7 @@ def run(config: dict, spark: SparkSession | None = None) -> dict:
         logging.info("simulated in %.1f s", time.time() - t0)
     report = out / "report.html"
     write_report(history, report, what_if=comparison, title=config.get("title", "spark-assign scenario"),
-                 timing=timing)
+                 timing=timing, variants=variants)
     return {"history": location, "report": str(report), "what_if": comparison,
             "generations": simulation_table(history)}
 

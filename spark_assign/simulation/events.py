@@ -42,10 +42,10 @@ Semantics (Kafka's classic protocol; when each rebalance happens on the clock is
   ``lag_change``: new lags (no rebalance; lag-aware reads them next time).
 * Deferred resolution (``scheduled_rebalance_max_delay_ms`` > 0: Connect's
   ``scheduled.rebalance.max.delay.ms``, incremental cooperative rebalancing's Design II, not a
-  consumer setting): the partitions of a departed
-  member stay unassigned until the delay expires; if it (or a replacement with
-  its ``group_instance_id``) returns in time it gets them back, otherwise the
-  rebalance at the deadline spreads them.
+  consumer setting): the partitions of a departed member stay unassigned until the group's
+  timer expires, even when the member returns meanwhile; the first loss sets the timer, later
+  ones wait for the same deadline (:func:`deferral_timers`), and the rebalance at the deadline
+  hands them out.
 
 The replay turns the events into **steps**: the k-th distinct event time of every
 group is step k (:func:`steps_of`), with the members of every group at every step
@@ -231,7 +231,8 @@ def away_episodes(timeline: DataFrame) -> DataFrame:
 
 def synthetic_events(e: DataFrame, timeline: DataFrame, back: DataFrame) -> DataFrame:
     """Session-timeout expiries of away members that do not return in time (``back``:
-    :func:`away_episodes`), and the delayed-resolution deadlines of every departure (delay > 0)."""
+    :func:`away_episodes`), and the deadlines of the deferred resolution's timers (delay > 0,
+    :func:`deferral_timers`; ``_set_at``: when the deadline's timer was set)."""
     expire = back.where(F.col("_back").isNull() | (F.col("_back") >= F.col("_deadline"))).select(
         _G, F.col("_deadline").alias("at"), F.lit("expire").alias("kind"), "member_id",
         "_strategy", "_rule", "_timeout", "_delay")
@@ -239,44 +240,66 @@ def synthetic_events(e: DataFrame, timeline: DataFrame, back: DataFrame) -> Data
         timeline.where(F.col("_status") == "gone").select(_G, "at", "_strategy", "_rule", "_timeout", "_delay")
         .unionByName(expire.select(_G, "at", "_strategy", "_rule", "_timeout", "_delay"))
     )
-    delayed = departures.where(F.col("_delay") > 0).select(
-        _G, (F.col("at") + F.col("_delay")).alias("at"), F.lit("delay_expire").alias("kind"),
-        F.lit(None).cast("string").alias("member_id"), "_strategy", "_rule", "_timeout", "_delay")
-    return expire.unionByName(delayed)
+    delayed = deferral_timers(departures.where(F.col("_delay") > 0)).select(
+        _G, F.col("_hold_until").alias("at"), F.lit("delay_expire").alias("kind"),
+        F.lit(None).cast("string").alias("member_id"), "_strategy", "_rule", "_timeout", "_delay", "_set_at")
+    return expire.withColumn("_set_at", F.lit(None).cast("long")).unionByName(delayed)
 
 
-def steps_of(e: DataFrame, synthetic: DataFrame, cfg: DataFrame, *, phased: bool) -> DataFrame:
+#: one group-wide timer at a time: set at a departure when none runs, never extended
+_TIMERS = """
+aggregate(array_sort(_departed), CAST(array() AS array<struct<set_at:bigint,until:bigint>>),
+  (acc, s) -> CASE WHEN size(acc) = 0 OR s > element_at(acc, -1).until
+                   THEN concat(acc, array(named_struct('set_at', s, 'until', s + _delay)))
+                   ELSE acc END)
+"""
+
+
+def deferral_timers(departures: DataFrame) -> DataFrame:
+    """The deferred resolution's timers: ``group_id, _set_at, _hold_until`` (with the group's
+    settings columns). Connect's leader keeps one timer per group
+    (``IncrementalCooperativeAssignor.handleLostAssignments``): the first loss sets it to
+    ``scheduled.rebalance.max.delay.ms`` ahead, later losses wait for the same deadline, and
+    the rebalance at the deadline hands every lost partition out and resets it; a loss after
+    that sets a new one. ``departures``: ``group_id, at`` and the settings columns."""
+    keys = [_G, "_strategy", "_rule", "_timeout", "_delay"]
+    return departures.groupBy(*keys).agg(F.collect_list(F.col("at").cast("bigint")).alias("_departed")).select(
+        *keys, F.explode(F.expr(_TIMERS)).alias("_t")).select(
+        *keys, F.col("_t.set_at").alias("_set_at"), F.col("_t.until").alias("_hold_until"))
+
+
+def quiet_rejoins(timeline: DataFrame) -> DataFrame:
+    """The joins that call for no rebalance (``group_id, member_id, at, _quiet``): a static
+    member back within its session timeout (KIP-345) with the assignors it had. A classic
+    broker checks only whether the group's selected protocol changes
+    (``GroupMetadataManager.updateStaticMemberThenRebalanceOrCompleteJoin``), so a
+    topic the member subscribed to meanwhile waits for some other rebalance; a consumer
+    group's coordinator bumps the group epoch when the subscription changed."""
+    w_i = Window.partitionBy(_G, "_iid").orderBy("_order")
+    j = timeline.where(F.col("_iid").isNotNull() & F.col("kind").isin("join", "leave", "crash")).withColumn(
+        "_prev", F.lag(F.struct("kind", "at", "_topics", "_assignors")).over(w_i))
+    same_topics = F.sort_array("_topics") == F.sort_array(F.col("_prev._topics"))
+    same_assignors = F.expr(f"coalesce({canonical_assignors('_assignors')} = "
+                            f"{canonical_assignors('_prev._assignors')}, true)")
+    return j.where(
+        (F.col("kind") == "join") & F.col("_prev.kind").isin("leave", "crash")
+        & (F.col("at") - F.col("_prev.at") < F.col("_timeout")) & same_assignors
+        & ((F.col("_gp") == "classic") | same_topics)
+    ).select(_G, "member_id", "at", F.lit(True).alias("_quiet"))
+
+
+def steps_of(e: DataFrame, synthetic: DataFrame, quiet: DataFrame, cfg: DataFrame, *, phased: bool) -> DataFrame:
     """One row per group per distinct event time: ``group_id, at, step, kinds,
     triggers`` (whether the events alone call for a rebalance), and the group's settings
-    (``cfg``). A classic group's rebalance begins at an event that calls for one (its
-    leader's ``metadata`` refresh for a grown topic, a deferred resolution's deadline too);
-    once ``phased`` (:mod:`.windows` added its ``sync`` events), only those rebalance."""
+    (``cfg``; ``quiet``: :func:`quiet_rejoins`). A classic group's rebalance begins at an
+    event that calls for one (its leader's ``metadata`` refresh for a grown topic, a deferred
+    resolution's deadline too); once ``phased`` (:mod:`.windows` added its ``sync`` events),
+    only those rebalance."""
     allev = e.select(_G, "at", "kind", "member_id", "group_instance_id", "topics", "assignors", "_order").unionByName(
         synthetic.select(_G, "at", "kind", "member_id").withColumn("group_instance_id", F.lit(None).cast("string"))
         .withColumn("topics", F.lit(None).cast("array<string>")).withColumn("assignors", F.lit(None).cast("array<string>"))
         .withColumn("_order", F.lit(None).cast("int")),
         allowMissingColumns=False)
-    # a static member returning within the session timeout with the same
-    # subscription and assignors does not trigger a rebalance
-    joins = (
-        e.where(F.col("kind").isin("join", "leave", "crash"))
-        .withColumn("_iid", F.last("group_instance_id", ignorenulls=True).over(
-            Window.partitionBy(_G, "member_id").orderBy("_order").rowsBetween(Window.unboundedPreceding, 0)))
-    )
-    w_i = Window.partitionBy(_G, "_iid").orderBy("_order")
-    joins = (
-        joins.where(F.col("_iid").isNotNull())
-        .withColumn("_prev_kind", F.lag("kind").over(w_i))
-        .withColumn("_prev_at", F.lag("at").over(w_i))
-        .withColumn("_prev_join", F.last(F.when(F.col("kind") == "join", F.struct("topics", "assignors")), ignorenulls=True)
-                    .over(w_i.rowsBetween(Window.unboundedPreceding, -1)))
-    )
-    quiet = joins.where(
-        (F.col("kind") == "join") & F.col("_prev_kind").isin("leave", "crash")
-        & (F.col("at") - F.col("_prev_at") < F.col("_timeout"))
-        & (F.sort_array("topics") == F.sort_array(F.col("_prev_join.topics")))
-        & F.expr(f"coalesce({canonical_assignors()} = {canonical_assignors('_prev_join.assignors')}, true)")
-    ).select(_G, "member_id", "at", F.lit(True).alias("_quiet"))
     flagged = allev.join(quiet, [_G, "member_id", "at"], "left").withColumn(
         "_trigger",
         (F.col("kind").isin("join") & F.col("_quiet").isNull())

@@ -4,8 +4,8 @@ Each phase is a DataFrame transformation over every group of the step at once:
 
 1. :func:`_update_metadata`: topics grow, lags change;
 2. :func:`_carry_ownership`: owners no longer in the group depart (a static member's
-   replacement inherits), and under delayed resolution returning members take their
-   partitions back while expired deadlines release them;
+   replacement inherits), and under deferred resolution the departed partitions are held
+   until the group's timer expires;
 3. :func:`_rebalance_flags`: which groups rebalance (their events call for it, or
    departures and released partitions do);
 4. :func:`_rebalance_step`: one :func:`~spark_assign.rebalance.rebalance` over those
@@ -151,8 +151,8 @@ def _update_metadata(state: ReplayState, step: Step) -> None:
 def _carry_ownership(state: ReplayState, step: Step, dep_kinds: DataFrame,
                      any_delay: bool) -> tuple[DataFrame, DataFrame, DataFrame]:
     """Phase 2: owners no longer in the group depart (a static member's replacement
-    inherits); under delayed resolution, returning members take their partitions back,
-    the departed ones are held until their deadline, and expired deadlines release them.
+    inherits); under deferred resolution, the departed ones are held until the deadline of
+    the group's timer, and an expired deadline releases them.
     Returns ``(owned now, departed, released)``, lazy plans over the stored state (the
     departed partitions stored by their first reader)."""
     sk, roster = step.groups, step.roster
@@ -174,25 +174,21 @@ def _carry_ownership(state: ReplayState, step: Step, dep_kinds: DataFrame,
     departed = join_small(departed, dep_kinds.where(f"step = {int(step.k)}").drop("step"), [_G, "member_id"], "left")
     # read by the held state, the flags and the rebalance: stored by the first of them
     departed = materialize_state(departed, eager=False)
-    # delayed resolution: returns take their partitions back, deadlines release them
-    at_delay = per_group(sk.selectExpr(_G, "at", "_delay"))
-    hk = one_partition(state.held.join(at_delay, _G))
-    back = hk.join(roster.selectExpr(_G, "member_id AS _rm", "group_instance_id AS _riid"), [_G]).where(
-        "_rm = member_id OR _riid = group_instance_id")
-    back = one_partition(back.selectExpr(_G, "_rm AS member_id", "_riid AS group_instance_id", "topic", "partition")
-                         .dropDuplicates([_G, "topic", "partition"]))
-    hk_rest = hk.join(back.selectExpr(_G, "topic", "partition"), [_G, "topic", "partition"], "left_anti")
-    released = hk_rest.where("deadline <= at")
+    # deferred resolution: what departs while the group's timer runs is held until its
+    # deadline, a member's return included (handleLostAssignments); the deadline releases it
+    at_timer = per_group(sk.selectExpr(_G, "at", "_hold_until"))
+    hk = one_partition(state.held.join(at_timer, _G))
+    released = hk.where("deadline <= at")
     if any_delay:
         new_held = (
-            hk_rest.where("deadline > at").selectExpr(*map(sql_name, state.held.columns))
-            .unionByName(departed.join(at_delay, _G).where("_delay > 0").selectExpr(
-                _G, "member_id", "group_instance_id", "topic", "partition", "at + _delay AS deadline"))
+            hk.where("deadline > at").selectExpr(*map(sql_name, state.held.columns))
+            .unionByName(departed.join(at_timer, _G).where("_hold_until IS NOT NULL").selectExpr(
+                _G, "member_id", "group_instance_id", "topic", "partition", "_hold_until AS deadline"))
         )
         state.held = materialize_state(state.held.join(per_group(sk.selectExpr(_G)), _G, "left_anti").unionByName(
             new_held))
     # a lazy plan over stored state, read by the rebalance's members and by the stored owned state
-    return stay.unionByName(inherited).unionByName(back), departed, released
+    return stay.unionByName(inherited), departed, released
 
 
 def _rebalance_flags(step: Step, departed: DataFrame, released: DataFrame) -> DataFrame:
@@ -230,9 +226,12 @@ def _rebalance_step(state: ReplayState, step: Step, flags: DataFrame, rb_groups:
     # who owns what before the rebalance is known: each partition once, departures included
     owners = owned_now.join(rb_groups, _G, "left_semi").selectExpr(
         _G, "member_id", f"{scope()} AS topic", "partition").unionByName(dep_rows.drop("kind"))
+    # a consumer group's members away (crashed, or static and left) keep what they hold
+    away = (step.roster.join(rb_groups, _G, "left_semi").where("status = 'away'").selectExpr(_G, "member_id")
+            if step.flags is not None and step.flags.away else None)
     r = rebalance(members, scoped_parts, lags=scoped_lags, protocol_rule=protocol_rule, max_rounds=max_rounds,
                   unavailable=unavailable, departed=dep_rows, validate=False, strategy=strategy, owners=owners,
-                  **options)
+                  away=away, **options)
     last = r.summary.groupBy(_G).agg(F.expr(
         "max_by(named_struct('generation', generation, 'protocol', protocol), round) AS _l"))
     state.groups = materialize_state(state.groups.join(per_group(last.selectExpr(_G)), _G, "left_anti").unionByName(

@@ -51,6 +51,7 @@ from .events import (
     member_timeline,
     normalize_events,
     ordered,
+    quiet_rejoins,
     rosters,
     steps_of,
     synthetic_events,
@@ -70,7 +71,7 @@ from .phases import (
     _update_metadata,
 )
 from .timing import TIMING_COLUMNS, Timing
-from .windows import in_phase, join_phases, live_intervals, metadata_events, phase_events
+from .windows import held_until, in_phase, join_phases, live_intervals, metadata_events, phase_events
 
 log = logging.getLogger(__name__)
 #: the per-group settings columns a replay carries (``what_if`` sets them per variant)
@@ -144,12 +145,13 @@ def replay(events: DataFrame, partitions: DataFrame, *, strategy, protocol_rule,
     # a classic group's rebalances take time: their join phases, found from the events
     # (:mod:`.windows`), give the steps at which they rebalance
     away = away_episodes(timeline)
-    synthetic = synthetic_events(e, timeline, away).select(_G, "at", "kind", "member_id").unionByName(
-        metadata_events(e))
-    opening = materialize_state(steps_of(e, synthetic, cfg, phased=False))
+    timed = materialize_state(synthetic_events(e, timeline, away), eager=False)
+    synthetic = timed.select(_G, "at", "kind", "member_id").unionByName(metadata_events(e))
+    quiet = quiet_rejoins(timeline)
+    opening = materialize_state(steps_of(e, synthetic, quiet, cfg, phased=False))
     phases = join_phases(opening, away, live_intervals(timeline))
-    steps = materialize_state(in_phase(
-        steps_of(e, synthetic.unionByName(phase_events(phases, cfg)), cfg, phased=True), phases))
+    steps = materialize_state(held_until(in_phase(
+        steps_of(e, synthetic.unionByName(phase_events(phases, cfg)), quiet, cfg, phased=True), phases), timed))
     # each member's latest event before each step: read by the rosters and the departures
     latest = materialize_state(latest_events(timeline, steps))
     roster_rows = rosters(latest).join(cfg, _G).withColumn(
@@ -160,7 +162,11 @@ def replay(events: DataFrame, partitions: DataFrame, *, strategy, protocol_rule,
     # called to rebalance by its events, or delays the resolution of departures (one row
     # per step, bounded by the events per group)
     has = lambda kind: F.array_contains(F.split("kinds", ","), kind)  # noqa: E731
-    per_step = {r.step: r for r in steps.groupBy("step").agg(
+    # and whether a consumer group has a member away (KIP-848: it keeps what it holds)
+    away = roster_rows.where("status = 'away' AND _gp = 'consumer'").select(_G, "step").distinct().withColumn(
+        "_away", F.lit(True))
+    per_step = {r.step: r for r in steps.join(away, [_G, "step"], "left").groupBy("step").agg(
+        F.bool_or(F.coalesce("_away", F.lit(False))).alias("away"),
         F.bool_or(has("partitions_added")).alias("grow"), F.bool_or(has("lag_change")).alias("lag"),
         F.bool_or("triggers").alias("triggers"), F.bool_and(F.coalesce("triggers", F.lit(False))).alias("all_trigger"),
         F.bool_or(F.col("_delay") > 0).alias("delay"), F.bool_and(stateless_column()).alias("stateless"),

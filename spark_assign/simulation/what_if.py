@@ -134,9 +134,11 @@ def compare(result: SimulationResult, lags: DataFrame | None = None) -> DataFram
     st = result.steps.withColumn("_next", F.lead("at").over(w)).withColumn(
         "_gap", (F.col("unassigned") + F.col("idle")) * (F.coalesce("_next", F.col("at")) - F.col("at")))
     # partitions left unassigned between the rounds of one step (a consumer group's
-    # hand-over one heartbeat after its epoch, a classic follow-up round's join phase)
+    # hand-over one heartbeat after its epoch, a classic follow-up round's join phase),
+    # beyond those the step's stats count (held out by a deferred resolution)
     wr = Window.partitionBy(_G, "step").orderBy("round")
-    rg = g.withColumn("_gap", F.col("unassigned") * (
+    after = F.last("unassigned").over(wr.rowsBetween(0, Window.unboundedFollowing))
+    rg = g.withColumn("_gap", (F.col("unassigned") - after) * (
         F.unix_millis(F.lead("at").over(wr)) - F.unix_millis("at"))).select(_G, "_gap")
     gap = st.select(_G, "_gap").unionByName(rg).groupBy(_G).agg(
         (F.coalesce(F.sum("_gap"), F.lit(0)) / 1000.0).cast("double").alias("unassigned_partition_seconds"))

@@ -154,3 +154,13 @@ def in_phase(steps: DataFrame, phases: DataFrame) -> DataFrame:
         .withColumn("_cause", cause)
         .withColumn("_cause", F.when(F.size("_cause") > 0, F.array_join("_cause", ",")).otherwise(F.col("kinds")))
     )
+
+
+def held_until(steps: DataFrame, synthetic: DataFrame) -> DataFrame:
+    """``steps`` with ``_hold_until``: the deadline of the deferred resolution's timer that runs
+    at the step (null: none runs); a partition that departs at the step is held out until then
+    (``synthetic``: :func:`.events.synthetic_events`, whose ``delay_expire`` rows are the timers)."""
+    timers = synthetic.where(F.col("kind") == "delay_expire").select(
+        F.col(_G).alias("_tg"), "_set_at", F.col("at").alias("_hold_until"))
+    running = (F.col(_G) == F.col("_tg")) & (F.col("at") >= F.col("_set_at")) & (F.col("at") < F.col("_hold_until"))
+    return steps.join(F.broadcast(timers), running, "left").drop("_tg", "_set_at")
