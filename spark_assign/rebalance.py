@@ -321,11 +321,10 @@ def _prepare(members: DataFrame, partitions: DataFrame, *, protocol_rule: str, s
         member_proto, group_proto = protocol_columns("_rule")
         m = one_partition(m.join(select_assignor(m, validate=False), _G)).selectExpr(
             "*", f"{member_proto} AS _proto", f"{group_proto} AS _gproto")
-    # under EAGER every member gave up everything before the assignment, so no partition
-    # is still held by another member: cooperative-sticky assigns like sticky (the
-    # previous assignment is still its memory) and withholds nothing
-    m = m.selectExpr("*", f"CASE WHEN assignor = 'cooperative-sticky' AND _gproto = {sql_string(EAGER)} THEN 'sticky' "
-                          "ELSE assignor END AS _run")
+    # each member joins as its own protocol has it: an EAGER member has given up everything
+    # and sends no owned partitions (rebalance_round.as_joined), so the cooperative-sticky
+    # assignor keeps only the COOPERATIVE members' partitions and withholds only theirs
+    m = m.selectExpr("*", "assignor AS _run")
     m = mark_consumer_groups(m)  # they run the broker's assignor and reconcile towards its target
     # stored by the action that lists the assignors to run (no action of its own; in a small
     # call the store is the action, and the runs are read off its rows)

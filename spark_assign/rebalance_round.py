@@ -139,6 +139,18 @@ def _sticky_together(state: DataFrame, p: DataFrame, together: list[str], rnd: i
     return [rows.join(groups, _G, "left_anti"), target]
 
 
+def as_joined(state: DataFrame) -> DataFrame:
+    """The members as their JoinGroup requests reach the leader's assignor: an EAGER member has
+    revoked everything before it joins (``ConsumerCoordinator.onJoinPrepare``), so the
+    cooperative-sticky assignor sees its ``ownedPartitions`` empty. The eager ``sticky``
+    assignor keeps its memory: it reads the previous assignment from the member's userData.
+
+    >>> as_joined(state).where("member_id = 'b'").select("owned")  # doctest: +SKIP
+    """
+    eager = f"_run = 'cooperative-sticky' AND _proto = {sql_string(EAGER)}"
+    return state.withColumn("owned", F.expr(f"CASE WHEN {eager} THEN filter(owned, x -> false) ELSE owned END"))
+
+
 def run_round(prep: Prepared, state: DataFrame, rnd: int, runs: list[str], prev_a: DataFrame | None,
               targets: dict[str, DataFrame], *, lags: DataFrame | None, run_options: dict[str, dict[str, Any]],
               departed: DataFrame | None, away: DataFrame | None = None) -> Round:
@@ -158,13 +170,14 @@ def run_round(prep: Prepared, state: DataFrame, rnd: int, runs: list[str], prev_
     owned = _owned_rows(state, None if known else prep.all_partitions, "_proto", "_gproto", "_rule", "protocol", "_gen")
     columns = list(MEMBER_COLUMNS)  # normalize_members' columns
     parts = []
+    joined = as_joined(state)
     together = sticky_runs(runs, rnd, run_options)
     if together:
-        parts.extend(_sticky_together(state, p, together, rnd, targets, run_options, columns, away))
+        parts.extend(_sticky_together(joined, p, together, rnd, targets, run_options, columns, away))
     for name in runs:
         if name in together:
             continue
-        sm = state.where(f"_run = {sql_string(name)}").selectExpr(*columns)
+        sm = joined.where(f"_run = {sql_string(name)}").selectExpr(*columns)
         if name.startswith(SERVER_RUN):  # KIP-848: the group epoch's target, then its hand-over
             parts.append(reconciliation_round(name, sm, p, rnd, targets, away=away))
             continue

@@ -77,19 +77,31 @@ def test_no_common_assignor_records_nothing(spark, tmp_path):
 
 def test_cooperative_sticky_under_eager_and_moves(spark):
     """Members listing [cooperative-sticky, range] follow EAGER under Kafka's static rule:
-    everyone revoked everything, so the sticky assignment is handed out in one round.
-    Under KIP-726's dynamic rule they go COOPERATIVE: the moving partitions are revoked
-    in round 1 and counted as moved in round 2, when their new owner gets them."""
+    each revoked everything before it joined, so Kafka's CooperativeStickyAssignor sees no
+    owned partitions and assigns afresh, in one round (the expected final assignment is
+    Kafka's own, from the oracle). Under KIP-726's dynamic rule they go COOPERATIVE: the
+    moving partitions are revoked in round 1 and counted as moved in round 2, when their new
+    owner gets them."""
+    from kafka_oracle import run
+
     cases = [c for c in load_cases("protocol/rebalance.yaml") if c.name == "eager_scale_out"]
     members, partitions = inputs(spark, cases)
     members = members.withColumn("assignors", F.array(F.lit("cooperative-sticky"), F.lit("range")))
-    expected_final = {("c0", p) for p in range(4)} | {("c1", p) for p in (5, 6, 7)} | {("c2", p) for p in (4, 8, 9)}
-    for rule, rounds in (("static", [(1, "EAGER", 10, 0, 3)]),
-                         ("dynamic", [(1, "COOPERATIVE", 3, 3, 0), (2, "COOPERATIVE", 0, 0, 3)])):
+    # what the leader's assignor gets from EAGER members: their subscriptions, nothing owned
+    joined = [{"id": m.member_id, "topics": list(m.topics), "owned": [], "generation": m.generation}
+              for m in members.orderBy("member_id").collect()]
+    topics = {t: 10 for m in joined for t in m["topics"]}  # the case's topic, scoped by the case
+    kafka = run([{"id": "g", "assignor": "cooperative-sticky", "topics": topics, "members": joined}])["g"]
+    eager_final = {(m, p) for m, tps in kafka.items() for _, p in tps}
+    sticky_final = {("c0", p) for p in range(4)} | {("c1", p) for p in (5, 6, 7)} | {("c2", p) for p in (4, 8, 9)}
+    owned = {("c0", p) for p in range(5)} | {("c1", p) for p in range(5, 10)}
+    for rule, rounds, final in (
+            ("static", [(1, "EAGER", 10, 0, len(eager_final - owned))], eager_final),
+            ("dynamic", [(1, "COOPERATIVE", 3, 3, 0), (2, "COOPERATIVE", 0, 0, 3)], sticky_final)):
         r = rebalance(members, partitions, protocol_rule=rule)
         got = sorted((s["round"], s.protocol, s.revoked, s.pending, s.moved) for s in r.summary.collect())
         assert got == rounds, (rule, got)
-        assert {(a.member_id, a.partition) for a in r.final.collect()} == expected_final, rule
+        assert {(a.member_id, a.partition) for a in r.final.collect()} == final, rule
 
 
 def test_sticky_family_in_one_call(spark):
