@@ -1,15 +1,18 @@
 """``rebalance()``: one full consumer-group rebalance for any number of groups.
 
+(Past 400 lines: :func:`rebalance`'s docstring is the reference for the whole protocol, and
+its round loop with the recording is one piece.)
+
 A rebalance is:
 
 1. **selection** of the group's assignor (:func:`spark_assign.protocol.select_assignor`);
 2. the **protocol** each member follows (static Kafka rule or KIP-726's dynamic
    rule, :mod:`spark_assign.protocol`);
-3. **revocation**: under EAGER every member gives up everything it owns before
-   the assignment (recorded as ``revoked``; the sticky assignors still receive
-   the previous assignment as their memory, so owned partitions stay in their
-   input, and ``cooperative-sticky`` under EAGER withholds nothing: nobody still
-   holds a partition). Under the dynamic rule, a member that held partitions under
+3. **revocation**: an EAGER member gives up everything it owns before the
+   assignment (recorded as ``revoked``). The eager ``sticky`` assignor still has the
+   previous assignment as its memory (Kafka's userData), while ``cooperative-sticky``
+   sees an EAGER member's ``ownedPartitions`` empty and keeps only the COOPERATIVE
+   members' partitions (:func:`spark_assign.rebalance_round.as_joined`). Under the dynamic rule, a member that held partitions under
    COOPERATIVE and sees an EAGER assignor selected loses them (``lost``, never
    handed over as ``revoked``). Under COOPERATIVE a member revokes only what
    the new assignment takes away;

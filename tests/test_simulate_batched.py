@@ -115,9 +115,9 @@ def test_a_group_that_empties_is_recorded_with_its_generations_numbered_on(spark
 
 
 @pytest.mark.parametrize("flag, value", [("all_trigger", False), ("stateless", False), ("grow", True),
-                                         ("lag", True), ("delay", True)])
+                                         ("lag", True), ("delay", True), ("restart", True)])
 def test_batchable_only_when_every_step_rebalances_by_itself(flag, value):
-    ok = dict(all_trigger=True, stateless=True, grow=False, lag=False, delay=False)
+    ok = dict(all_trigger=True, stateless=True, grow=False, lag=False, delay=False, restart=False)
     assert batchable({1: Row(**ok), 2: Row(**ok)})
     assert not batchable({1: Row(**ok), 2: Row(**{**ok, flag: value})})
     assert not batchable({})

@@ -16,7 +16,7 @@ from spark_assign.simulation.timing import INSTANT_CLASSIC, Timing
 
 TABLE = yaml.safe_load((CASES_DIR / "simulate" / "classic_clock.yaml").read_text())
 E = ("group_id string, at long, kind string, member_id string, group_instance_id string, topics array<string>, "
-     "topic string, partitions int, _strategy string, _gp string, _timeout long, _hb long, _rt long, _init long, "
+     "assignors array<string>, topic string, partitions int, _strategy string, _gp string, _timeout long, _hb long, _rt long, _init long, "
      "_js long, _mma long, _delay long")
 GROUP = "{}@clock"  # compare() reads <group>@<variant>
 
@@ -29,7 +29,7 @@ def _events(spark):
         for at, kind, member, *more in c["events"]:
             x = more[0] if more else {}
             rows.append((GROUP.format(c["name"]), at, kind, member, x.get("group_instance_id"), x.get("topics"),
-                         x.get("topic"), x.get("partitions"), c["strategy"], gp,
+                         x.get("assignors"), x.get("topic"), x.get("partitions"), c["strategy"], gp,
                          *[clock[k] for k in ("_timeout", "_hb", "_rt", "_init", "_js", "_mma")],
                          c.get("scheduled_rebalance_max_delay_ms", 0)))
     return spark.createDataFrame(rows, E)

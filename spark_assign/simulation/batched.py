@@ -56,7 +56,7 @@ STATELESS = ("range", "roundrobin")
 #: separates the group from the step in a pair's id; the step is zero-padded to this width
 PAIR_SEP, STEP_WIDTH = "\u001e", 9
 #: a step whose groups all rebalance by their own events, with nothing else to look up
-_ALL_TRIGGER = Row(grow=False, lag=False, triggers=True, all_trigger=True, delay=False, away=False)
+_ALL_TRIGGER = Row(grow=False, lag=False, triggers=True, all_trigger=True, delay=False, away=False, restart=False)
 
 
 def stateless_column() -> Column:
@@ -68,9 +68,9 @@ def stateless_column() -> Column:
 def batchable(per_step: dict[int, Row]) -> bool:
     """Whether a replay with these per-step flags can run all its steps at once: every
     group of every step rebalances by its events and runs a stateless assignor, and no
-    step grows a topic, changes lags or delays a resolution."""
+    step grows a topic, changes lags, delays a resolution or restarts a member."""
     return bool(per_step) and all(
-        r.all_trigger and r.stateless and not (r.grow or r.lag or r.delay) for r in per_step.values())
+        r.all_trigger and r.stateless and not (r.grow or r.lag or r.delay or r.restart) for r in per_step.values())
 
 
 def pair_id(step: Column | str = "step") -> Column:

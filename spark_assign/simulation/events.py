@@ -36,8 +36,11 @@ Semantics (Kafka's classic protocol; when each rebalance happens on the clock is
 * ``crash``: no LeaveGroup: the member stays in the group, its partitions idle,
   until its session times out; then a rebalance, the partitions recorded
   ``lost``.
-* ``subscribe`` / ``unsubscribe`` / ``config_change``: the member rejoins with
-  the new subscription / assignor list -> rebalance.
+* ``subscribe`` / ``unsubscribe``: the member rejoins with the new subscription -> rebalance.
+* ``config_change``: a restart with the new assignor list (``partition.assignment.strategy`` is
+  fixed when a consumer is built) -> rebalance. A dynamic member closes, revoking what it owns,
+  and joins again as a new member owning nothing; a static one comes back with its
+  ``group.instance.id`` and keeps what it owned.
 * ``partitions_added``: the topic grows to ``partitions`` -> rebalance.
   ``lag_change``: new lags (no rebalance; lag-aware reads them next time).
 * Deferred resolution (``scheduled_rebalance_max_delay_ms`` > 0: Connect's
@@ -358,7 +361,7 @@ def rosters(latest: DataFrame) -> DataFrame:
     return roster.select(
         _G, "step", "member_id", F.col("_iid").alias("group_instance_id"), F.col("_rack").alias("rack"),
         F.col("_topics").alias("topics"), F.col("_assignors").alias("assignors"), F.col("_status").alias("status"),
-        F.col("kind").alias("last_kind"))
+        F.col("kind").alias("last_kind"), F.col("_eat").alias("last_at"))
 
 
 def departure_kinds(latest: DataFrame) -> DataFrame:

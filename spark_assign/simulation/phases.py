@@ -158,6 +158,7 @@ def _carry_ownership(state: ReplayState, step: Step, dep_kinds: DataFrame,
     sk, roster = step.groups, step.roster
     # one_partition: in a small replay, joins of joins shuffle nothing (frames.one_partition)
     ok = join_small(state.owned, sk.selectExpr(_G), _G, "left_semi")
+    ok = _restarts(ok, step)
     in_roster = roster.selectExpr(_G, "member_id")
     # the roster's members are a few rows per group: broadcast, so that the owned rows are not
     # shuffled for them (adaptive execution broadcasts them anyway, after both shuffles ran)
@@ -189,6 +190,25 @@ def _carry_ownership(state: ReplayState, step: Step, dep_kinds: DataFrame,
             new_held))
     # a lazy plan over stored state, read by the rebalance's members and by the stored owned state
     return stay.unionByName(inherited), departed, released
+
+
+def _restarts(owned: DataFrame, step: Step) -> DataFrame:
+    """``owned`` with a dynamic member's rows renamed to the incarnation it closed, where its
+    ``config_change`` is at the step: a consumer's assignors are fixed when it is built, so it
+    restarts, revoking what it owns, and joins again under a new member id owning nothing.
+    The closed incarnation is no member of the roster: its partitions depart as revoked."""
+    if step.flags is not None and not step.flags.restart:
+        return owned
+    restarted = join_small(
+        step.roster.where("last_kind = 'config_change' AND group_instance_id IS NULL").selectExpr(
+            _G, "member_id", "last_at"), step.groups.selectExpr(_G, "at"), _G).where("last_at = at").selectExpr(
+        _G, "member_id", "at AS _restart_at")
+    tagged = join_small(owned, restarted, [_G, "member_id"], "left")
+    # the closed incarnation's id: the member's, and when it restarted
+    closed = "concat(member_id, ' (until its restart at ', _restart_at, ' ms)')"
+    return tagged.selectExpr(
+        _G, f"CASE WHEN _restart_at IS NULL THEN member_id ELSE {closed} END AS member_id",
+        *[c for c in owned.columns if c not in (_G, "member_id")])
 
 
 def _rebalance_flags(step: Step, departed: DataFrame, released: DataFrame) -> DataFrame:

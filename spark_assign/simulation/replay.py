@@ -166,7 +166,7 @@ def replay(events: DataFrame, partitions: DataFrame, *, strategy, protocol_rule,
     away = roster_rows.where("status = 'away' AND _gp = 'consumer'").select(_G, "step").distinct().withColumn(
         "_away", F.lit(True))
     per_step = {r.step: r for r in steps.join(away, [_G, "step"], "left").groupBy("step").agg(
-        F.bool_or(F.coalesce("_away", F.lit(False))).alias("away"),
+        F.bool_or(F.coalesce("_away", F.lit(False))).alias("away"), F.bool_or(has("config_change")).alias("restart"),
         F.bool_or(has("partitions_added")).alias("grow"), F.bool_or(has("lag_change")).alias("lag"),
         F.bool_or("triggers").alias("triggers"), F.bool_and(F.coalesce("triggers", F.lit(False))).alias("all_trigger"),
         F.bool_or(F.col("_delay") > 0).alias("delay"), F.bool_and(stateless_column()).alias("stateless"),
