@@ -12,9 +12,9 @@ A rebalance is:
    assignment (recorded as ``revoked``). The eager ``sticky`` assignor still has the
    previous assignment as its memory (Kafka's userData), while ``cooperative-sticky``
    sees an EAGER member's ``ownedPartitions`` empty and keeps only the COOPERATIVE
-   members' partitions (:func:`spark_assign.rebalance_round.as_joined`). Under the dynamic rule, a member that held partitions under
-   COOPERATIVE and sees an EAGER assignor selected loses them (``lost``, never
-   handed over as ``revoked``). Under COOPERATIVE a member revokes only what
+   members' partitions (:func:`spark_assign.rebalance_round.as_joined`). Under the
+   dynamic rule, a member that held partitions under COOPERATIVE and sees an EAGER
+   assignor selected loses them (``lost``, never handed over as ``revoked``). Under COOPERATIVE a member revokes only what
    the new assignment takes away;
 4. the **assignment** by the selected assignor, one distributed
    :func:`spark_assign.assign` call per distinct selected assignor (at most
