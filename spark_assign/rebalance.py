@@ -14,8 +14,8 @@ A rebalance is:
    sees an EAGER member's ``ownedPartitions`` empty and keeps only the COOPERATIVE
    members' partitions (:func:`spark_assign.rebalance_round.as_joined`). Under the
    dynamic rule, a member that held partitions under COOPERATIVE and sees an EAGER
-   assignor selected loses them (``lost``, never handed over as ``revoked``). Under COOPERATIVE a member revokes only what
-   the new assignment takes away;
+   assignor selected loses them (``lost``, never handed over as ``revoked``). Under
+   COOPERATIVE a member revokes only what the new assignment takes away;
 4. the **assignment** by the selected assignor, one distributed
    :func:`spark_assign.assign` call per distinct selected assignor (at most
    the number of strategies) covering all groups that selected it;
