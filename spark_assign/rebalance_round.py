@@ -170,7 +170,7 @@ def run_round(prep: Prepared, state: DataFrame, rnd: int, runs: list[str], prev_
     owned = _owned_rows(state, None if known else prep.all_partitions, "_proto", "_gproto", "_rule", "protocol", "_gen")
     columns = list(MEMBER_COLUMNS)  # normalize_members' columns
     parts = []
-    joined = as_joined(state)
+    joined = as_joined(state) if "cooperative-sticky" in runs else state  # only that assignor reads it
     together = sticky_runs(runs, rnd, run_options)
     if together:
         parts.extend(_sticky_together(joined, p, together, rnd, targets, run_options, columns, away))

@@ -163,9 +163,9 @@ def replay(events: DataFrame, partitions: DataFrame, *, strategy, protocol_rule,
     # per step, bounded by the events per group)
     has = lambda kind: F.array_contains(F.split("kinds", ","), kind)  # noqa: E731
     # and whether a consumer group has a member away (KIP-848: it keeps what it holds)
-    away = roster_rows.where("status = 'away' AND _gp = 'consumer'").select(_G, "step").distinct().withColumn(
+    away_steps = roster_rows.where("status = 'away' AND _gp = 'consumer'").select(_G, "step").distinct().withColumn(
         "_away", F.lit(True))
-    per_step = {r.step: r for r in steps.join(away, [_G, "step"], "left").groupBy("step").agg(
+    per_step = {r.step: r for r in steps.join(away_steps, [_G, "step"], "left").groupBy("step").agg(
         F.bool_or(F.coalesce("_away", F.lit(False))).alias("away"), F.bool_or(has("config_change")).alias("restart"),
         F.bool_or(has("partitions_added")).alias("grow"), F.bool_or(has("lag_change")).alias("lag"),
         F.bool_or("triggers").alias("triggers"), F.bool_and(F.coalesce("triggers", F.lit(False))).alias("all_trigger"),
