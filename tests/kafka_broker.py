@@ -11,9 +11,9 @@ clock (``tests/test_live_replay.py`` reads them from here). The broker's log is 
 ``SPARK_ASSIGN_TEST_BOOTSTRAP=host:port`` points the live tests at a broker already running
 instead (it must allow the same timers, per group where it does not).
 
-Past 400 lines on purpose for now: the broker and the group helpers of both clients share its
-timers and settings; the helpers move to a module of their own when the simulator's live
-replays (#67) add the Java consumer's.
+Past 400 lines on purpose for now: the broker and the group helpers of both Python clients share
+its timers and settings. The Java consumer's members, for the simulator's live replays, are in
+tests/live_replay.py.
 """
 
 from __future__ import annotations
@@ -44,6 +44,8 @@ GROUP_TIMERS = {
     "group.consumer.min.heartbeat.interval.ms": 100,
     "group.consumer.session.timeout.ms": 4500,
     "group.consumer.min.session.timeout.ms": 1000,
+    # how often the coordinator computes a new target: epochs bumped meanwhile share one
+    "group.consumer.assignment.interval.ms": 100,
 }
 #: the rack the broker reports (``broker.rack``): every partition's replica is on it
 RACK = "rack-a"

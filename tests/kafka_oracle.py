@@ -29,16 +29,17 @@ class OracleError(RuntimeError):
     pass
 
 
-def _classes() -> Path:
-    """The compiled oracle, in the jar cache under the source's hash (compiled once)."""
-    digest = hashlib.sha256(SOURCE.read_bytes() + KAFKA_VERSION.encode()).hexdigest()[:16]
-    out = cache_dir() / "oracle" / digest
-    if not (out / "KafkaAssignors.class").exists():
+def compiled(source: Path) -> Path:
+    """``source`` compiled against the cached Kafka jars, in the jar cache under the source's
+    hash (compiled once): the folder of its classes."""
+    digest = hashlib.sha256(source.read_bytes() + KAFKA_VERSION.encode()).hexdigest()[:16]
+    out = cache_dir() / "java" / f"{source.stem}-{digest}"
+    if not (out / f"{source.stem}.class").exists():
         out.mkdir(parents=True, exist_ok=True)
-        done = subprocess.run(["javac", "-nowarn", "-d", str(out), "-cp", classpath("kafka"), str(SOURCE)],
+        done = subprocess.run(["javac", "-nowarn", "-d", str(out), "-cp", classpath("kafka"), str(source)],
                               capture_output=True, text=True, cwd=ROOT)
         if done.returncode != 0:
-            raise OracleError(f"compiling {SOURCE.name} failed:\n{done.stdout}{done.stderr}")
+            raise OracleError(f"compiling {source.name} failed:\n{done.stdout}{done.stderr}")
     return out
 
 
@@ -50,7 +51,7 @@ def run(cases: list[dict], *, refused: dict[str, str] | None = None) -> dict[str
         c["topics"] = {t: (v if isinstance(v, dict) else {"count": v}) for t, v in c["topics"].items()}
     with tempfile.TemporaryDirectory() as tmp:
         answer = Path(tmp) / "answer.json"
-        done = subprocess.run(["java", "-Xmx1g", "-cp", os.pathsep.join([str(_classes()), classpath("kafka")]),
+        done = subprocess.run(["java", "-Xmx1g", "-cp", os.pathsep.join([str(compiled(SOURCE)), classpath("kafka")]),
                                "KafkaAssignors", str(answer)], input=json.dumps({"cases": cases}),
                               capture_output=True, text=True, timeout=600)
         if done.returncode != 0:

@@ -56,7 +56,8 @@ STATELESS = ("range", "roundrobin")
 #: separates the group from the step in a pair's id; the step is zero-padded to this width
 PAIR_SEP, STEP_WIDTH = "\u001e", 9
 #: a step whose groups all rebalance by their own events, with nothing else to look up
-_ALL_TRIGGER = Row(grow=False, lag=False, triggers=True, all_trigger=True, delay=False, away=False, restart=False)
+_ALL_TRIGGER = Row(grow=False, lag=False, refresh=False, triggers=True, all_trigger=True, delay=False, away=False,
+                   restart=False)
 
 
 def stateless_column() -> Column:
@@ -98,7 +99,8 @@ def replay_batched(state: ReplayState, steps: DataFrame, roster_rows: DataFrame,
     the assignors the groups run (each group's roster lists its own alone)."""
     pair_steps = _pairs(steps)
     roster = _pairs(roster_rows)
-    meta = materialize_state(_pairs(state.meta.join(steps.select(_G, "step"), _G)).select(_G, "topic", "partitions"))
+    meta = materialize_state(
+        _pairs(state.meta.join(steps.select(_G, "step"), _G)).select(_G, "topic", "partitions", "seen"))
     lags = (_pairs(state.lags.join(steps.select(_G, "step"), _G)).select(_G, "topic", "partition", "lag")
             if state.lags is not None else None)
     step = Step(0, _ALL_TRIGGER, pair_steps, pair_steps.limit(0), roster)

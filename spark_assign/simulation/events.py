@@ -210,8 +210,10 @@ def member_timeline(e: DataFrame) -> DataFrame:
         .when(F.col("kind") == "leave", F.lit("gone"))
         .otherwise(F.lit("present"))
     )
+    # the session runs from the member's last heartbeat: half an interval before it went, on average
     return t.withColumn("_status", status).withColumn(
-        "_deadline", F.when(F.col("_status") == "away", F.col("at") + F.col("_timeout")))
+        "_deadline", F.when(F.col("_status") == "away",
+                            F.col("at") + F.greatest(F.col("_timeout") - F.floor(F.col("_hb") / 2), F.lit(0))))
 
 
 def away_episodes(timeline: DataFrame) -> DataFrame:
@@ -284,10 +286,11 @@ def quiet_rejoins(timeline: DataFrame) -> DataFrame:
     same_topics = F.sort_array("_topics") == F.sort_array(F.col("_prev._topics"))
     same_assignors = F.expr(f"coalesce({canonical_assignors('_assignors')} = "
                             f"{canonical_assignors('_prev._assignors')}, true)")
+    # a forced strategy is every member's only assignor; a consumer group's broker ignores the lists
+    unchanged = F.when(F.col("_gp") == "consumer", same_topics).otherwise(F.col("_strategy").isNotNull() | same_assignors)
     return j.where(
         (F.col("kind") == "join") & F.col("_prev.kind").isin("leave", "crash")
-        & (F.col("at") - F.col("_prev.at") < F.col("_timeout")) & same_assignors
-        & ((F.col("_gp") == "classic") | same_topics)
+        & (F.col("at") - F.col("_prev.at") < F.col("_timeout")) & unchanged
     ).select(_G, "member_id", "at", F.lit(True).alias("_quiet"))
 
 

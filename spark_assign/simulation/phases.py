@@ -62,7 +62,8 @@ def unscope(topic: str = "topic") -> str:
 class ReplayState:
     """What one step hands to the next, each part materialized:
 
-    * ``meta``: ``group_id, topic, partitions`` (each group's topics and their sizes);
+    * ``meta``: ``group_id, topic, partitions, seen`` (each group's topics, their sizes, and
+      the sizes its rebalances assign: :func:`_update_metadata`);
     * ``lags``: ``group_id, topic, partition, lag``, or None without lags;
     * ``owned``: ``group_id, member_id, group_instance_id, topic, partition``;
     * ``held``: partitions of departed members held out until ``deadline`` (delayed resolution);
@@ -132,14 +133,30 @@ def _store_lazy_outputs(out: ReplayOutputs, name: str) -> None:
 
 
 def _update_metadata(state: ReplayState, step: Step) -> None:
-    """Phase 1: topics grow (``partitions_added``) and lags change (``lag_change``)."""
+    """Phase 1: topics grow (``partitions_added``) and lags change (``lag_change``).
+
+    ``meta.partitions`` is the broker's metadata, ``meta.seen`` what a rebalance assigns. A
+    classic group's leader assigns with its cached metadata
+    (``ConsumerCoordinator.performAssignment`` on the metadata snapshot): it sees a grown
+    topic at its next refresh (the ``metadata`` event of :mod:`.windows`), and a rebalance
+    before that leaves the new partitions unassigned. A KIP-848 coordinator sees them at once."""
     if step.flags is not None and step.flags.grow:
-        grown = step.events.where(F.col("kind") == "partitions_added").groupBy(_G, "topic").agg(
-            F.max("partitions").alias("_new"))
+        added = step.events.where(F.col("kind") == "partitions_added")
+        cached = (F.col("_gp") == "classic") & (F.col("_mma") > 0) if "_mma" in added.columns else F.lit(False)
+        grown = added.groupBy(_G, "topic").agg(F.max("partitions").alias("_new"), F.bool_or(cached).alias("_cached"))
+        now = F.greatest(F.coalesce("partitions", F.lit(0)), F.coalesce("_new", F.lit(0))).cast("int")
         state.meta = materialize_state(
             state.meta.join(grown, [_G, "topic"], "full_outer")
-            .select(_G, "topic", F.greatest(F.coalesce("partitions", F.lit(0)), F.coalesce("_new", F.lit(0)))
-                    .cast("int").alias("partitions")))
+            .select(_G, "topic", now.alias("partitions"),
+                    F.when(F.coalesce("_cached", F.lit(False)), F.coalesce("seen", F.lit(0)))
+                    .otherwise(now).cast("int").alias("seen")))
+    if step.flags is not None and step.flags.refresh:
+        refreshed = step.groups.where(F.array_contains(F.split("kinds", ","), "metadata")).select(_G).distinct() \
+            .withColumn("_r", F.lit(True))
+        state.meta = materialize_state(
+            state.meta.join(refreshed, _G, "left")
+            .select(_G, "topic", "partitions",
+                    F.when(F.col("_r"), F.col("partitions")).otherwise(F.col("seen")).alias("seen")))
     if step.flags is not None and step.flags.lag:
         expanded = _lag_rows(step.events.where(F.col("kind") == "lag_change"), state.meta)
         base = state.lags if state.lags is not None else expanded.limit(0)
@@ -216,7 +233,8 @@ def _rebalance_flags(step: Step, departed: DataFrame, released: DataFrame) -> Da
     partitions were released or departed (stored by the first action that reads it). When
     the events of every group of the step call for one, the step's groups (a plan over
     stored rows, nothing to look up)."""
-    columns = (_G, "at", "step", "kinds", "_cause", "rebalanced", "_rule", "_gp", "_hb", "_js", "_began", "_strategy")
+    columns = (_G, "at", "step", "kinds", "_cause", "rebalanced", "_rule", "_gp", "_hb", "_js", "_began", "_revoke",
+               "_strategy")
     if step.flags is not None and step.flags.all_trigger:  # nothing to look up
         return step.groups.selectExpr(*[("true AS rebalanced" if c == "rebalanced" else c) for c in columns])
     rel = released.selectExpr(_G).distinct().selectExpr(_G, "true AS _rel")
@@ -236,7 +254,7 @@ def _rebalance_step(state: ReplayState, step: Step, flags: DataFrame, rb_groups:
     owned rows (``group_id, member_id, group_instance_id, topic, partition``).
     ``strategy``: the one assignor every group runs, when the caller knows it."""
     members = _members_for(step.roster.join(rb_groups, _G, "left_semi"), owned_now, state.groups, flags)
-    scoped_meta = state.meta.join(rb_groups, _G, "left_semi")
+    scoped_meta = state.meta.join(rb_groups, _G, "left_semi").select(_G, "topic", F.col("seen").alias("partitions"))
     scoped_parts = scoped_partitions(scoped_meta)
     unavailable = state.held.join(rb_groups, _G, "left_semi").selectExpr(f"{scope()} AS topic", "partition")
     scoped_lags = (state.lags.join(rb_groups, _G, "left_semi").selectExpr(_G, f"{scope()} AS topic", "partition", "lag")
@@ -315,7 +333,7 @@ def _step_stats(flags: DataFrame, roster: DataFrame, meta: DataFrame, owned: Dat
     """Per group of the step: its partitions, the unassigned ones and the idle ones
     (owned by members away: crashed, or left statically, not yet expired; or departed while
     a classic join phase runs). ``groups`` (``group_id, protocol`` of the last rebalance):
-    an EAGER group half a heartbeat into a join phase has revoked everything
+    an EAGER group past its join phase's ``_revoke`` has revoked everything
     (:mod:`.windows`), so its owned partitions count unassigned until the phase's sync.
 
     Every row the counts read (the step's flags, the roster's subscriptions, the metadata and
@@ -324,7 +342,7 @@ def _step_stats(flags: DataFrame, roster: DataFrame, meta: DataFrame, owned: Dat
     by group shuffle nothing more."""
     stalled = "false"
     if groups is not None and "_began" in flags.columns:
-        stalled = ("NOT rebalanced AND _began IS NOT NULL AND at >= _began + floor(_hb / 2) "
+        stalled = ("NOT rebalanced AND _began IS NOT NULL AND at >= _revoke "
                    f"AND _protocol = '{EAGER}'")
         flags = join_small(flags, groups.selectExpr(_G, "protocol AS _protocol"), _G, "left")
     rows = partitioned_by(union_all([

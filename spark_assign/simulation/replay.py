@@ -168,6 +168,7 @@ def replay(events: DataFrame, partitions: DataFrame, *, strategy, protocol_rule,
     per_step = {r.step: r for r in steps.join(away_steps, [_G, "step"], "left").groupBy("step").agg(
         F.bool_or(F.coalesce("_away", F.lit(False))).alias("away"), F.bool_or(has("config_change")).alias("restart"),
         F.bool_or(has("partitions_added")).alias("grow"), F.bool_or(has("lag_change")).alias("lag"),
+        F.bool_or(has("metadata")).alias("refresh"),
         F.bool_or("triggers").alias("triggers"), F.bool_and(F.coalesce("triggers", F.lit(False))).alias("all_trigger"),
         F.bool_or(F.col("_delay") > 0).alias("delay"), F.bool_and(stateless_column()).alias("stateless"),
         F.collect_set("_strategy").alias("strategies"), F.bool_and(F.col("_strategy").isNotNull()).alias("forced"),
@@ -277,7 +278,8 @@ def _initial_state(e: DataFrame, p0: DataFrame, lags: DataFrame | None) -> Repla
         e.select(_G, F.explode(F.coalesce("topics", F.array().cast("array<string>"))).alias("topic")),
         e.where(F.col("topic").isNotNull()).select(_G, "topic")]).distinct()
     sizes = one_partition(p0).groupBy("topic").agg(F.count("*").cast("int").alias("partitions"))
-    meta = materialize_state(group_topics.join(sizes, "topic").select(_G, "topic", "partitions"))
+    meta = materialize_state(group_topics.join(sizes, "topic").select(_G, "topic", "partitions",
+                                                                      F.col("partitions").alias("seen")))
     lag_state = None
     if lags is not None:
         lg = lags.select(*([_G] if _G in lags.columns else []), "topic", F.col("partition").cast("int"),

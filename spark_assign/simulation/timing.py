@@ -21,11 +21,12 @@ How a classic rebalance spends them (``GroupMetadataManager.prepareRebalance``,
 ``completeClassicGroupJoin`` in Kafka's group coordinator):
 
 * an event calls for a rebalance; the members learn of it on their next heartbeat
-  (``REBALANCE_IN_PROGRESS``) and rejoin. The join phase ends when every member has
-  rejoined: one heartbeat interval after the event. A member that crashed, or a static
-  member that left, never rejoins: the join waits until its session expires (or the
-  rebalance timeout), and the coordinator then removes it
-  (``removeMemberAndUpdateClassicGroup``);
+  (``REBALANCE_IN_PROGRESS``) and rejoin. They heartbeat on the interval since the last
+  sync, all at the same ticks, so the join phase ends half a heartbeat interval after the
+  event on average. A member that crashed, or a static member that left, never rejoins:
+  the join waits until its session expires (its last heartbeat, half an interval before it
+  went on average, plus the session timeout; or the rebalance timeout), and the coordinator
+  then removes it (``removeMemberAndUpdateClassicGroup``) at the others' next tick;
 * a group that was empty waits ``initial_delay`` instead, again each time a member joined
   during the last wait, up to the rebalance timeout;
 * events during the join phase join that rebalance: one generation for all of them;
@@ -33,7 +34,8 @@ How a classic rebalance spends them (``GroupMetadataManager.prepareRebalance``,
   cooperative follow-up round starts when the revoking members rejoin, and ends when
   the others have learned of it: one heartbeat interval plus ``join_sync`` later;
 * EAGER members revoke everything when they learn of the rebalance: on average half a
-  heartbeat interval after it began; those partitions are unassigned until the assignment.
+  heartbeat interval after it began, at the phase's end at the latest; those partitions
+  are unassigned until the assignment.
 
 A KIP-848 group (``consumer``) bumps its epoch at the event; a partition the new target
 takes from a member reaches its new owner one heartbeat interval later.

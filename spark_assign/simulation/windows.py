@@ -9,8 +9,8 @@ over every group at once), and turns them into the events the step loop runs:
 
 * ``sync`` at the end of each join phase plus ``join_sync``: the rebalance, with the
   members of that moment (the only classic step that rebalances);
-* ``revoke`` half a heartbeat interval after it began: EAGER members have given up what
-  they own (:func:`.phases._step_stats` counts it unassigned until the ``sync``);
+* ``revoke`` half a heartbeat interval after it began, or at its end if sooner: EAGER members
+  have given up what they own (:func:`.phases._step_stats` counts it unassigned until the ``sync``);
 * ``metadata``, half of ``metadata.max.age.ms`` after a topic grew: the leader's
   metadata refresh notices the new partitions, and that begins a rebalance.
 
@@ -27,14 +27,17 @@ from ..frames import GROUP as _G
 #: the events this module adds (none of them is in the events' contract)
 PHASE_KINDS = ("sync", "revoke", "metadata")
 
-_STEP = ("struct<at:bigint,opens:boolean,joins:boolean,empty_before:boolean,away_end:bigint>")
+_STEP = ("struct<at:bigint,opens:boolean,joins:boolean,expires:boolean,empty_before:boolean,away_end:bigint>")
 _WINDOW = "struct<began:bigint,ends:bigint>"
 
-# the fold: the current join phase (opened, ends, initial) and the finished ones.
-# Inside a phase, a join during an initial delay's last wait extends it by one more wait
-# (tryCompleteInitialRebalanceElseSchedule), up to the rebalance timeout; a member that goes
-# away before it has rejoined makes the phase wait for its session's expiry
-# (removeMemberAndUpdateClassicGroup), also up to the rebalance timeout.
+# the fold: the current join phase (opened, ends, initial) and the finished ones. Every member
+# heartbeats on the interval since the last sync, so they all learn of a rebalance at the same
+# tick: the phase ends at the next one, half an interval after the event on average (``_hb2``),
+# or, opened by a session's expiry, at the first tick after it (``_ew``: the expired member's
+# session ran from a tick of that same interval). Inside a phase, a join during an initial
+# delay's last wait extends it by one more wait (tryCompleteInitialRebalanceElseSchedule), up to
+# the rebalance timeout; a member that goes away before it has rejoined makes the phase wait for
+# its session's expiry (removeMemberAndUpdateClassicGroup), also up to the rebalance timeout.
 _FOLD = f"""
 aggregate(
   array_sort(_steps),
@@ -46,15 +49,16 @@ aggregate(
       'ends', CASE
         WHEN acc.initial AND s.joins AND s.at > acc.ends - _init THEN
           least(acc.ends + _init, acc.opened + greatest(_init, _rt))
-        WHEN NOT acc.initial AND s.at < acc.opened + _hb AND s.away_end IS NOT NULL THEN
+        WHEN NOT acc.initial AND s.at < acc.opened + _hb2 AND s.away_end IS NOT NULL THEN
           greatest(acc.ends, least(s.away_end, acc.opened + _rt))
         ELSE acc.ends END,
       'initial', acc.initial, 'done', acc.done)
     WHEN s.opens THEN named_struct(
       'opened', s.at,
       'ends', CASE WHEN s.empty_before THEN s.at + _init
-                   WHEN s.away_end IS NULL THEN s.at + _hb
-                   ELSE greatest(s.at + _hb, least(s.away_end, s.at + _rt)) END,
+                   WHEN s.away_end IS NULL AND s.expires THEN s.at + _ew
+                   WHEN s.away_end IS NULL THEN s.at + _hb2
+                   ELSE greatest(s.at + _hb2, least(s.away_end, s.at + _rt)) END,
       'initial', s.empty_before,
       'done', CASE WHEN acc.ends IS NULL THEN acc.done
                    ELSE concat(acc.done, array(named_struct('began', acc.opened, 'ends', acc.ends))) END)
@@ -68,16 +72,19 @@ def join_phases(steps: DataFrame, away: DataFrame, live: DataFrame) -> DataFrame
     """Per classic group, its rebalances: ``group_id, began, ends`` (the join phase's end).
 
     ``steps``: the steps with their settings columns (``group_id, at, kinds, triggers,
-    _gp, _hb, _rt, _init``); ``away``: :func:`.events.away_episodes`; ``live``: each
+    _gp, _hb, _timeout, _rt, _init``); ``away``: :func:`.events.away_episodes`; ``live``: each
     member's stay in the group, ``group_id, _from, _until`` (null: to the end)."""
     st = steps.where(F.col("_gp") == "classic").select(
-        _G, "at", "triggers", "kinds", "_hb", "_rt", "_init")
+        _G, "at", "triggers", "kinds", F.floor(F.col("_hb") / 2).alias("_hb2"), "_rt", "_init",
+        F.expr("CASE WHEN _hb > 0 THEN ceil(_timeout / _hb) * _hb - _timeout ELSE 0 END").alias("_ew"))
     # a member away at the step, or going away before it would have rejoined, is awaited
-    # until it is back or its session expires
-    ends = away.select(_G, "_left", F.least(F.coalesce("_back", "_deadline"), "_deadline").alias("_end"))
+    # until it is back, or its session expires and the others' next heartbeat comes
+    ends = away.join(st.select(_G, "_ew").distinct(), _G).select(
+        _G, "_left", F.when(F.col("_back") < F.col("_deadline"), F.col("_back"))
+        .otherwise(F.col("_deadline") + F.col("_ew")).alias("_end"))
     awaited = (
-        st.select(_G, "at", "_hb").join(ends, _G)
-        .where((F.col("_left") < F.col("at") + F.col("_hb")) & (F.col("_end") > F.col("at")))
+        st.select(_G, "at", "_hb2").join(ends, _G)
+        .where((F.col("_left") < F.col("at") + F.col("_hb2")) & (F.col("_end") > F.col("at")))
         .groupBy(_G, "at").agg(F.max("_end").alias("away_end"))
     )
     present = (
@@ -88,12 +95,13 @@ def join_phases(steps: DataFrame, away: DataFrame, live: DataFrame) -> DataFrame
     has = lambda kind: F.array_contains(F.split("kinds", ","), kind)  # noqa: E731
     rows = (
         st.join(awaited, [_G, "at"], "left").join(present, [_G, "at"], "left")
-        .select(_G, "_hb", "_rt", "_init", F.struct(
+        .select(_G, "_hb2", "_ew", "_rt", "_init", F.struct(
             F.col("at").cast("bigint").alias("at"), F.col("triggers").alias("opens"), has("join").alias("joins"),
+            has("expire").alias("expires"),
             F.col("_present").isNull().alias("empty_before"),
             F.col("away_end").cast("bigint").alias("away_end")).cast(_STEP).alias("_s"))
     )
-    folded = rows.groupBy(_G, "_hb", "_rt", "_init").agg(F.collect_list("_s").alias("_steps")).select(
+    folded = rows.groupBy(_G, "_hb2", "_ew", "_rt", "_init").agg(F.collect_list("_s").alias("_steps")).select(
         _G, F.explode(F.expr(_FOLD)).alias("_w"))
     return folded.select(_G, F.col("_w.began").alias("began"), F.col("_w.ends").alias("ends"))
 
@@ -126,7 +134,8 @@ def phase_events(phases: DataFrame, cfg: DataFrame) -> DataFrame:
     none = F.lit(None).cast("string").alias("member_id")
     sync = p.select(_G, (F.col("ends") + F.col("_js")).alias("at"), F.lit("sync").alias("kind"), none)
     revoke = p.where(F.col("_hb") > 0).select(
-        _G, (F.col("began") + F.floor(F.col("_hb") / 2)).alias("at"), F.lit("revoke").alias("kind"), none)
+        _G, F.least(F.col("began") + F.floor(F.col("_hb") / 2), F.col("ends")).alias("at"),
+        F.lit("revoke").alias("kind"), none)
     return sync.unionByName(revoke).select(_G, F.col("at").cast("long").alias("at"), "kind", "member_id")
 
 
@@ -150,6 +159,9 @@ def in_phase(steps: DataFrame, phases: DataFrame) -> DataFrame:
         steps.join(ph, inside, "left")
         .withColumn("_last", F.max("_began").over(latest))
         .where(F.col("_began").isNull() | (F.col("_began") == F.col("_last")))
+        # EAGER members revoke everything when they learn of the rebalance: half a heartbeat
+        # after it began on average, at the phase's end at the latest
+        .withColumn("_revoke", F.least(F.col("_began") + F.floor(F.col("_hb") / 2), F.col("_ends")))
         .drop("_pg", "_ends", "_last")
         .withColumn("_cause", cause)
         .withColumn("_cause", F.when(F.size("_cause") > 0, F.array_join("_cause", ",")).otherwise(F.col("kinds")))

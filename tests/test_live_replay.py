@@ -1,0 +1,193 @@
+"""The simulator against the real broker: the sample scenario (data/scenario/events.csv) acted out
+on the Apache Kafka test broker with Kafka's Java consumer (tests/live_replay.py), then replayed by
+``simulate()`` from the times the harness recorded, on the same clock (Kafka's timers over ten).
+What must agree:
+
+* the generations (from the members' rebalance callbacks), each at its time within one
+  heartbeat interval;
+* each generation's assignment: exactly where the assignor's choice is determined (``range``);
+  for cooperative-sticky, which breaks ties between equally loaded members in the hash order of
+  their random member ids, the same sizes and the same number of partitions moved;
+* how many partitions nobody consumes, at every moment, within one heartbeat interval of the
+  model's: each unassigned interval's start and end.
+
+In CI: classic cooperative-sticky, through the rolling upgrade's first restart (a crash inside the
+session timeout, a static member's bounce, a restart). docs/simulation.md says what the rest of
+the sample, and the KIP-848 replay, found that the model does not follow yet.
+"""
+
+from __future__ import annotations
+
+import csv
+
+from live_replay import LiveRun, consumed, replay_live, timing
+
+from spark_assign.history import AssignmentHistory
+from spark_assign.simulate import simulate
+from spark_assign.simulation.timing import Timing
+
+SCENARIO = "data/scenario"
+EVENTS_SCHEMA = ("group_id string, at long, kind string, member_id string, group_instance_id string, "
+                 "topics array<string>, assignors array<string>, topic string, partitions int, lag long")
+
+
+def scenario(prefix: str, until: int) -> tuple[list[dict], dict[str, int]]:
+    """The sample scenario's events up to ``until`` (ms) and its topic sizes, its topics and
+    group named after ``prefix``."""
+    from test_readme import ROOT
+
+    def row(r: dict) -> dict:
+        out: dict = {"group_id": prefix + r["group_id"], "at": int(r["at"]), "kind": r["kind"]}
+        for k in ("member_id", "group_instance_id"):
+            out[k] = r[k] or None
+        out["topic"] = prefix + r["topic"] if r["topic"] else None
+        out["topics"] = [prefix + t for t in r["topics"].split("|")] if r["topics"] else None
+        out["assignors"] = r["assignors"].split("|") if r["assignors"] else None
+        for k in ("partitions", "lag"):
+            out[k] = int(r[k]) if r[k] else None
+        return out
+
+    with open(ROOT / SCENARIO / "events.csv") as f:
+        events = [row(r) for r in csv.DictReader(f) if int(r["at"]) <= until]
+    with open(ROOT / SCENARIO / "partitions.csv") as f:
+        sizes = {prefix + r["topic"]: int(r["partitions"]) for r in csv.DictReader(f)}
+    return events, sizes
+
+
+def modelled(spark, tmp_path, run: LiveRun, sizes: dict[str, int], **settings):
+    """``simulate()`` of the events as the harness acted them out, on the live clock."""
+    cols = [c.split()[0] for c in EVENTS_SCHEMA.split(", ")]
+    events = spark.createDataFrame([tuple(e.get(c) for c in cols) for e in run.events], EVENTS_SCHEMA)
+    parts = spark.createDataFrame([(t, p) for t, n in sizes.items() for p in range(n)], "topic string, partition int")
+    history = AssignmentHistory(str(tmp_path / "history"), spark, backend="embedded")
+    result = simulate(events, parts, timing=timing(), history=history, **settings)
+    return result, history
+
+
+def live_generations(run: LiveRun) -> dict[int, int]:
+    """A classic group's generations: generation -> when its first member was assigned."""
+    gens: dict[int, int] = {}
+    for c in run.callbacks:
+        if c.ev == "assigned" and c.gen is not None and c.gen > 0:
+            gens.setdefault(c.gen, c.at)
+    return gens
+
+
+def live_unassigned(run: LiveRun, sizes: dict[str, int]) -> list[tuple[int, int]]:
+    """``(at, partitions nobody consumes from then on)`` at every change."""
+    grown = sorted((e["at"], e["topic"], e["partitions"]) for e in run.events if e["kind"] == "partitions_added")
+    owned: dict = {}
+    points = [(at, "owned", (m, k), tps) for at, m, k, tps in consumed(run)] + [(at, "grow", t, n) for at, t, n in grown]
+    total, out = sum(sizes.values()), [(0, sum(sizes.values()))]
+    size = dict(sizes)
+    for at, what, key, value in sorted(points, key=lambda p: p[0]):
+        if what == "grow":
+            total += value - size[key]
+            size[key] = value
+        else:
+            owned[key] = value
+        held = len(set().union(*owned.values())) if owned else 0
+        out.append((at, total - held))
+    return out
+
+
+def model_moments(result) -> list[int]:
+    """When the model changes what is consumed: each generation (its rounds included) and each
+    step after which the partitions unassigned or idle are not as before."""
+    moments = [int(g.at.timestamp() * 1000) for g in result.generations.collect()]
+    before = None
+    for st in result.steps.orderBy("at").collect():  # a step's ``at``: the events' milliseconds
+        if st.unassigned + st.idle != before:
+            moments.append(int(st.at))
+        before = st.unassigned + st.idle
+    return sorted(moments)
+
+
+def unexplained(live: list[tuple[int, int]], moments: list[int], tolerance: int) -> list[tuple[int, int]]:
+    """The live changes of the partitions nobody consumes with no change of the model's within
+    ``tolerance`` either side: each unassigned interval's start and end, held to the model's."""
+    changes = [(at, n) for (at, n), (_, before) in zip(live[1:], live) if n != before]
+    return [(at, n) for at, n in changes if not any(abs(at - m) <= tolerance for m in moments)]
+
+
+def live_assignments(run: LiveRun) -> dict[int, dict[str, frozenset]]:
+    """A classic group's assignment at each generation: member -> what it holds once its
+    callbacks of that generation ran (a member without partitions left out)."""
+    owned: dict[tuple[str, int], frozenset] = {}
+    out: dict[int, dict[str, frozenset]] = {}
+    for c in run.callbacks:
+        key = (c.member, c.incarnation)
+        if c.ev == "assigned":
+            owned[key] = owned.get(key, frozenset()) | c.tps
+            out.setdefault(c.gen, {})[c.member] = owned[key]
+        elif c.ev in ("revoked", "lost"):
+            owned[key] = owned.get(key, frozenset()) - c.tps
+    return {g: {m: tps for m, tps in a.items() if tps} for g, a in out.items()}
+
+
+def model_assignments(history: AssignmentHistory, group_id: str) -> dict[int, dict[str, frozenset]]:
+    out: dict[int, dict[str, set]] = {}
+    for r in history.assignments(group_id).collect():
+        # a restarted member's closed incarnation is "<m> (until its restart at <t> ms)"
+        out.setdefault(r.generation, {}).setdefault(r.member_id.split(" (")[0], set()).add((r.topic, r.partition))
+    return {g: {m: frozenset(tps) for m, tps in a.items()} for g, a in out.items()}
+
+
+def _steps(assignments: dict[int, dict[str, frozenset]]):
+    """``(generation, its assignment, the one before)`` in order."""
+    prev: dict[str, frozenset] = {}
+    for g in sorted(assignments):
+        yield g, assignments[g], prev
+        prev = assignments[g]
+
+
+def _moved(now: dict[str, frozenset], before: dict[str, frozenset]) -> int:
+    owner = {tp: m for m, tps in before.items() for tp in tps}
+    return sum(1 for m, tps in now.items() for tp in tps if tp in owner and owner[tp] != m)
+
+
+def check_agreement(run: LiveRun, result, history, sizes: dict[str, int], heartbeat_ms: int, *,
+                    exact: bool) -> None:
+    """The live run and the model agree (the module doc); an AssertionError shows both."""
+    group_id = run.events[0]["group_id"]
+    live = live_generations(run)
+    model = {g.generation: int(g.at.timestamp() * 1000) for g in result.generations.collect()
+             if g.at.timestamp() * 1000 <= run.ended}
+    assert sorted(live) == sorted(model), f"generations: live {live}, model {model} ({run.logs})"
+    late = {g: (live[g], model[g]) for g in live if abs(live[g] - model[g]) > heartbeat_ms}
+    assert not late, f"generations more than a heartbeat ({heartbeat_ms} ms) apart: {late} ({run.logs})"
+    ours, theirs = model_assignments(history, group_id), live_assignments(run)
+    if exact:
+        differ = {g: (ours.get(g), theirs[g]) for g in theirs if ours.get(g) != theirs[g]}
+        assert not differ, f"assignments differ at generations {sorted(differ)}: {differ} ({run.logs})"
+    else:
+        # balanced alike, and as sticky: the same sizes, the same number of partitions moved
+        shape = {g: (sorted(map(len, a.values())), _moved(a, prev)) for g, a, prev in _steps(theirs)}
+        model_shape = {g: (sorted(map(len, a.values())), _moved(a, prev)) for g, a, prev in _steps(ours)}
+        differ = {g: (model_shape.get(g), shape[g]) for g in shape if model_shape.get(g) != shape[g]}
+        assert not differ, (f"(sizes, moved) differ at generations {sorted(differ)}: {differ}; model {ours}, "
+                            f"live {theirs} ({run.logs})")
+    live_u, moments = live_unassigned(run, sizes), model_moments(result)
+    bad = unexplained(live_u, moments, heartbeat_ms)
+    assert not bad, (f"{len(bad)} live changes of the unassigned partitions, first {bad[:5]}, have no change "
+                     f"of the model's within {heartbeat_ms} ms: live {live_u}, model {moments} ({run.logs})")
+
+
+#: the part of the sample the live replay in CI acts out: through the rolling upgrade's first
+#: restart (docs/simulation.md, "Checked against the broker", says why not further yet)
+CI_UNTIL_MS = 120_000
+
+
+def test_classic_cooperative_sticky_matches_the_broker(spark, broker, tmp_path):
+    """The sample under classic cooperative-sticky, through its first restart: the initial
+    delay's joins (one generation), c4's join (two rounds), c2's crash held until its session
+    expires, c5's join, s1's bounce inside its session (no rebalance), c1's
+    restart (its close and its join: two rebalances)."""
+    events, sizes = scenario("live-coop.", CI_UNTIL_MS)
+    broker.create_topics(sizes)
+    run = replay_live(broker, events[0]["group_id"], events, strategy="cooperative-sticky")
+    result, history = modelled(spark, tmp_path, run, sizes, strategy="cooperative-sticky")
+    # cooperative-sticky breaks ties between equally loaded members in its member map's hash
+    # order, and the members' ids are random: who gets the extra partition is not determined
+    check_agreement(run, result, history, sizes, Timing.of(timing()).classic.heartbeat_interval_ms, exact=False)
+
