@@ -87,9 +87,8 @@ class Callback:
 class _Process:
     """One JVM of the harness, its JSON lines read by a thread."""
 
-    def __init__(self, args: list[str], log: Path, t0: list[float]):
+    def __init__(self, args: list[str], log: Path):
         self.lines: list[dict] = []
-        self._t0 = t0
         self._ready = threading.Event()
         self.log = log
         java = ["java", "-Xmx96m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
@@ -187,7 +186,7 @@ def replay_live(broker, group_id: str, events: list[dict], *, group_protocol: st
             last[name] = spec
             k = len(incarnations.setdefault(name, []))
             incarnations[name].append(_Process(["member", str(properties(name, k, spec)), ",".join(spec["topics"])],
-                                               folder / f"{name}-{k}.log", t0))
+                                               folder / f"{name}-{k}.log"))
             if e["kind"] == "config_change":
                 actions.append((at, len(actions), "close", e, name, k - 1))
                 at += RESTART_MS
@@ -198,7 +197,7 @@ def replay_live(broker, group_id: str, events: list[dict], *, group_protocol: st
     # the group's coordinator, asked until it answers: the replay starts once it is loaded
     admin = folder / "watch.properties"
     admin.write_text(f"bootstrap.servers={broker.bootstrap}\n")
-    watcher = _Process(["watch", str(admin), group_id], folder / "watch.log", t0)
+    watcher = _Process(["watch", str(admin), group_id], folder / "watch.log")
     for p in [p for ps in incarnations.values() for p in ps] + [watcher]:
         p.wait_ready()
     watcher.wait_for("epoch", 60)

@@ -26,7 +26,8 @@ How a classic rebalance spends them (``GroupMetadataManager.prepareRebalance``,
   event on average. A member that crashed, or a static member that left, never rejoins:
   the join waits until its session expires (its last heartbeat, half an interval before it
   went on average, plus the session timeout; or the rebalance timeout), and the coordinator
-  then removes it (``removeMemberAndUpdateClassicGroup``) at the others' next tick;
+  then removes it (``removeMemberAndUpdateClassicGroup``); the others learn of it at their
+  next tick;
 * a group that was empty waits ``initial_delay`` instead, again each time a member joined
   during the last wait, up to the rebalance timeout;
 * events during the join phase join that rebalance: one generation for all of them;

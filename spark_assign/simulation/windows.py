@@ -33,8 +33,8 @@ _WINDOW = "struct<began:bigint,ends:bigint>"
 # the fold: the current join phase (opened, ends, initial) and the finished ones. Every member
 # heartbeats on the interval since the last sync, so they all learn of a rebalance at the same
 # tick: the phase ends at the next one, half an interval after the event on average (``_hb2``),
-# or, opened by a session's expiry, at the first tick after it (``_ew``: the expired member's
-# session ran from a tick of that same interval). Inside a phase, a join during an initial
+# or, opened by a session's expiry, at the others' first tick after it (``_ew``: the expired
+# member's session ran from a tick of that same interval). Inside a phase, a join during an initial
 # delay's last wait extends it by one more wait (tryCompleteInitialRebalanceElseSchedule), up to
 # the rebalance timeout; a member that goes away before it has rejoined makes the phase wait for
 # its session's expiry (removeMemberAndUpdateClassicGroup), also up to the rebalance timeout.
@@ -76,7 +76,10 @@ def join_phases(steps: DataFrame, away: DataFrame, live: DataFrame) -> DataFrame
     member's stay in the group, ``group_id, _from, _until`` (null: to the end)."""
     st = steps.where(F.col("_gp") == "classic").select(
         _G, "at", "triggers", "kinds", F.floor(F.col("_hb") / 2).alias("_hb2"), "_rt", "_init",
-        F.expr("CASE WHEN _hb > 0 THEN ceil(_timeout / _hb) * _hb - _timeout ELSE 0 END").alias("_ew"))
+        # after an expiry, the others' next tick: a whole number of heartbeats in the session
+        # puts one at the expiry itself, a race the broker decides either way (half an interval)
+        F.expr("CASE WHEN _hb = 0 THEN 0 WHEN _timeout % _hb = 0 THEN floor(_hb / 2) "
+               "ELSE _hb - _timeout % _hb END").alias("_ew"))
     # a member away at the step, or going away before it would have rejoined, is awaited
     # until it is back, or its session expires and the others' next heartbeat comes
     ends = away.join(st.select(_G, "_ew").distinct(), _G).select(
