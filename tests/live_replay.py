@@ -66,7 +66,8 @@ def timing() -> dict:
                         "initial_rebalance_delay_ms": GROUP_TIMERS["group.initial.rebalance.delay.ms"],
                         "metadata_max_age_ms": CLASSIC["metadata.max.age.ms"], "join_sync_ms": JOIN_SYNC_MS},
             "consumer": {"heartbeat_interval_ms": GROUP_TIMERS["group.consumer.heartbeat.interval.ms"],
-                         "session_timeout_ms": GROUP_TIMERS["group.consumer.session.timeout.ms"]}}
+                         "session_timeout_ms": GROUP_TIMERS["group.consumer.session.timeout.ms"],
+                         "assignment_interval_ms": GROUP_TIMERS["group.consumer.assignment.interval.ms"]}}
 
 
 @dataclass
@@ -268,26 +269,43 @@ def replay_live(broker, group_id: str, events: list[dict], *, group_protocol: st
     return run
 
 
-def consumed(run: LiveRun) -> list[tuple[int, str, int, frozenset]]:
-    """Each change of what every member incarnation consumes: ``(at, member, incarnation, its
-    partitions from then on)``, from the callbacks, and a killed process's partitions dropped
-    at the kill."""
+@dataclass(frozen=True)
+class Holding:
+    """What one member incarnation consumes from ``at`` on, after one of its callbacks (``ev``,
+    of generation or epoch ``gen``) or its process's kill (``ev`` ``killed``)."""
+
+    at: int
+    member: str
+    incarnation: int
+    ev: str
+    gen: int | None
+    tps: frozenset
+    changed: bool
+
+
+def holdings(run: LiveRun) -> list[Holding]:
+    """The members' callbacks and kills folded into what each incarnation consumes, in time
+    order: COOPERATIVE and KIP-848 members report what is added or taken away, EAGER ones
+    revoke everything first; a killed process consumes nothing from the kill on."""
     owned: dict[tuple[str, int], frozenset] = {}
-    changes = []
+    out = []
     moments = [(c.at, 0, c) for c in run.callbacks] + [(at, 1, key) for key, at in run.killed.items()]
     for at, _, c in sorted(moments, key=lambda m: (m[0], m[1])):
         key = c if isinstance(c, tuple) else (c.member, c.incarnation)
         before = owned.get(key, frozenset())
         if isinstance(c, tuple):
-            after: frozenset = frozenset()
+            ev, gen, after = "killed", None, frozenset()
         elif c.ev == "assigned":
-            # COOPERATIVE and KIP-848 report what is added; EAGER revoked everything before
-            after = before | c.tps
+            ev, gen, after = c.ev, c.gen, before | c.tps
         elif c.ev in ("revoked", "lost"):
-            after = before - c.tps
+            ev, gen, after = c.ev, c.gen, before - c.tps
         else:
             continue
-        if after != before:
-            owned[key] = after
-            changes.append((at, key[0], key[1], after))
-    return changes
+        owned[key] = after
+        out.append(Holding(at, key[0], key[1], ev, gen, after, after != before))
+    return out
+
+
+def consumed(run: LiveRun) -> list[Holding]:
+    """Each change of what a member incarnation consumes (:func:`holdings`)."""
+    return [h for h in holdings(run) if h.changed]

@@ -3,25 +3,27 @@ on the Apache Kafka test broker with Kafka's Java consumer (tests/live_replay.py
 ``simulate()`` from the times the harness recorded, on the same clock (Kafka's timers over ten).
 What must agree:
 
-* the generations (from the members' rebalance callbacks), each at its time within one
-  heartbeat interval;
-* each generation's assignment: the same sizes (cooperative-sticky breaks ties between equally
-  loaded members in the hash order of their member ids, which are random: who gets the extra
-  partition is not determined);
+* classic: the generations (from the members' rebalance callbacks), each at its time within one
+  heartbeat interval, and each generation's sizes (cooperative-sticky breaks ties between
+  equally loaded members in the hash order of their member ids, which are random: who gets the
+  extra partition is not determined);
+* KIP-848: the targets, as ConsumerGroupDescribe reports their epochs, each within one heartbeat
+  interval of one of the model's, both ways; the final assignment's sizes;
 * how many partitions nobody consumes, at every moment, within one heartbeat interval of the
   model's: each unassigned interval's start and end.
 
-In CI: classic cooperative-sticky, through the rolling upgrade's first restart (a crash inside the
-session timeout, a static member's bounce, a restart). docs/simulation.md says what the rest of
-the sample, and the KIP-848 replay, found that the model does not follow yet.
+In CI: classic cooperative-sticky through the rolling upgrade's first restart (a crash inside the
+session timeout, a static member's bounce, a restart), and the whole sample under KIP-848.
+docs/simulation.md says what the rest of the classic sample found that the model does not follow
+yet.
 """
 
 from __future__ import annotations
 
-import csv
+from live_replay import LiveRun, consumed, holdings, replay_live, timing
+from pyspark.sql import functions as F
 
-from live_replay import LiveRun, consumed, replay_live, timing
-
+from spark_assign.cli.simulate import read_events, read_partitions
 from spark_assign.history import AssignmentHistory
 from spark_assign.simulate import simulate
 from spark_assign.simulation.timing import Timing
@@ -31,27 +33,21 @@ EVENTS_SCHEMA = ("group_id string, at long, kind string, member_id string, group
                  "topics array<string>, assignors array<string>, topic string, partitions int, lag long")
 
 
-def scenario(prefix: str, until: int) -> tuple[list[dict], dict[str, int]]:
-    """The sample scenario's events up to ``until`` (ms) and its topic sizes, its topics and
-    group named after ``prefix``."""
+def scenario(spark, prefix: str, until: int) -> tuple[list[dict], dict[str, int]]:
+    """The sample scenario's events up to ``until`` (ms), read as the CLI reads them, and its
+    topic sizes, its topics and group named after ``prefix``."""
     from test_readme import ROOT
 
-    def row(r: dict) -> dict:
-        out: dict = {"group_id": prefix + r["group_id"], "at": int(r["at"]), "kind": r["kind"]}
-        for k in ("member_id", "group_instance_id"):
-            out[k] = r[k] or None
-        out["topic"] = prefix + r["topic"] if r["topic"] else None
-        out["topics"] = [prefix + t for t in r["topics"].split("|")] if r["topics"] else None
-        out["assignors"] = r["assignors"].split("|") if r["assignors"] else None
-        for k in ("partitions", "lag"):
-            out[k] = int(r[k]) if r[k] else None
+    def named(r) -> dict:
+        out = r.asDict()
+        out["group_id"] = prefix + out["group_id"]
+        out["topic"] = prefix + out["topic"] if out["topic"] else None
+        out["topics"] = [prefix + t for t in out["topics"]] if out["topics"] else None
         return out
 
-    with open(ROOT / SCENARIO / "events.csv") as f:
-        events = [row(r) for r in csv.DictReader(f) if int(r["at"]) <= until]
-    with open(ROOT / SCENARIO / "partitions.csv") as f:
-        sizes = {prefix + r["topic"]: int(r["partitions"]) for r in csv.DictReader(f)}
-    return events, sizes
+    rows = read_events(spark, str(ROOT / SCENARIO / "events.csv")).where(F.col("at") <= until).orderBy("at", "kind", "member_id").collect()
+    sizes = read_partitions(spark, str(ROOT / SCENARIO / "partitions.csv")).groupBy("topic").count().collect()
+    return [named(r) for r in rows], {prefix + r.topic: r["count"] for r in sizes}
 
 
 def modelled(spark, tmp_path, run: LiveRun, sizes: dict[str, int], **settings):
@@ -77,7 +73,8 @@ def live_unassigned(run: LiveRun, sizes: dict[str, int]) -> list[tuple[int, int]
     """``(at, partitions nobody consumes from then on)`` at every change."""
     grown = sorted((e["at"], e["topic"], e["partitions"]) for e in run.events if e["kind"] == "partitions_added")
     owned: dict = {}
-    points = [(at, "owned", (m, k), tps) for at, m, k, tps in consumed(run)] + [(at, "grow", t, n) for at, t, n in grown]
+    points = ([(h.at, "owned", (h.member, h.incarnation), h.tps) for h in consumed(run)]
+              + [(at, "grow", t, n) for at, t, n in grown])
     total, out = sum(sizes.values()), [(0, sum(sizes.values()))]
     size = dict(sizes)
     for at, what, key, value in sorted(points, key=lambda p: p[0]):
@@ -113,15 +110,10 @@ def unexplained(live: list[tuple[int, int]], moments: list[int], tolerance: int)
 def live_assignments(run: LiveRun) -> dict[int, dict[str, frozenset]]:
     """A classic group's assignment at each generation: member -> what it holds once its
     callbacks of that generation ran (a member without partitions left out)."""
-    owned: dict[tuple[str, int], frozenset] = {}
     out: dict[int, dict[str, frozenset]] = {}
-    for c in run.callbacks:
-        key = (c.member, c.incarnation)
-        if c.ev == "assigned":
-            owned[key] = owned.get(key, frozenset()) | c.tps
-            out.setdefault(c.gen, {})[c.member] = owned[key]
-        elif c.ev in ("revoked", "lost"):
-            owned[key] = owned.get(key, frozenset()) - c.tps
+    for h in holdings(run):
+        if h.ev == "assigned":
+            out.setdefault(h.gen, {})[h.member] = h.tps
     return {g: {m: tps for m, tps in a.items() if tps} for g, a in out.items()}
 
 
@@ -166,7 +158,7 @@ def test_classic_cooperative_sticky_matches_the_broker(spark, broker, tmp_path):
     delay's joins (one generation), c4's join (two rounds), c2's crash held until its session
     expires, c5's join, s1's bounce inside its session (no rebalance), c1's
     restart (its close and its join: two rebalances)."""
-    events, sizes = scenario("live-coop.", CI_UNTIL_MS)
+    events, sizes = scenario(spark, "live-coop.", CI_UNTIL_MS)
     broker.create_topics(sizes)
     run = replay_live(broker, events[0]["group_id"], events, strategy="cooperative-sticky")
     result, history = modelled(spark, tmp_path, run, sizes, strategy="cooperative-sticky")
@@ -174,3 +166,63 @@ def test_classic_cooperative_sticky_matches_the_broker(spark, broker, tmp_path):
     # order, and the members' ids are random: who gets the extra partition is not determined
     check_agreement(run, result, history, sizes, Timing.of(timing()).classic.heartbeat_interval_ms)
 
+
+
+def live_targets(run: LiveRun) -> list[tuple[int, int]]:
+    """A KIP-848 group's targets as ConsumerGroupDescribe reported them: ``(first seen at,
+    target epoch)`` at each change (the watcher asks every 50 ms: a target is seen a little
+    after the coordinator computed it)."""
+    out: list[tuple[int, int]] = []
+    for at, _, target_epoch, _ in run.epochs:
+        if target_epoch > 0 and (not out or out[-1][1] != target_epoch):
+            out.append((at, target_epoch))
+    return out
+
+
+def model_targets(result, until: int) -> list[int]:
+    """The model's targets of a consumer group: each rebalance's first round (its epoch)."""
+    return sorted(t for g in result.generations.where(F.col("round") == 1).collect()
+                  if (t := int(g.at.timestamp() * 1000)) <= until)
+
+
+def final_holdings(run: LiveRun) -> dict[tuple[str, int], frozenset]:
+    """What each member incarnation consumed when the replay ended (the empty ones left out)."""
+    last: dict[tuple[str, int], frozenset] = {}
+    for h in holdings(run):
+        last[(h.member, h.incarnation)] = h.tps
+    return {k: v for k, v in last.items() if v}
+
+
+def check_consumer_agreement(run: LiveRun, result, sizes: dict[str, int], heartbeat_ms: int) -> None:
+    """A KIP-848 replay and the model agree: every target the broker reported has one of the
+    model's within a heartbeat, and every one of the model's has the broker's; how many
+    partitions nobody consumes, at every moment, as :func:`check_agreement`; and the final
+    assignment: every partition consumed once, the same sizes as the model's."""
+    live, model = live_targets(run), model_targets(result, run.ended)
+    assert live, f"ConsumerGroupDescribe reported no target ({run.logs})"
+    lone = [(at, epoch) for at, epoch in live if not any(abs(at - m) <= heartbeat_ms for m in model)]
+    assert not lone, f"broker targets with no model target within {heartbeat_ms} ms: {lone}; model {model} ({run.logs})"
+    extra = [m for m in model if not any(abs(at - m) <= heartbeat_ms for at, _ in live)]
+    assert not extra, f"model targets with no broker target within {heartbeat_ms} ms: {extra}; live {live} ({run.logs})"
+    live_u, moments = live_unassigned(run, sizes), model_moments(result)
+    bad = unexplained(live_u, moments, heartbeat_ms)
+    assert not bad, (f"{len(bad)} live changes of the unassigned partitions, first {bad[:5]}, have no change "
+                     f"of the model's within {heartbeat_ms} ms: live {live_u}, model {moments} ({run.logs})")
+    final = final_holdings(run)
+    held = [tp for tps in final.values() for tp in tps]
+    grown = {**sizes, **{e["topic"]: e["partitions"] for e in run.events if e["kind"] == "partitions_added"}}
+    assert len(held) == len(set(held)) == sum(grown.values()), f"final live assignment {final} ({run.logs})"
+    ours = sorted(r["count"] for r in result.assignment.groupBy("member_id").count().collect())
+    assert ours == sorted(map(len, final.values())), f"final sizes: model {ours}, live {final} ({run.logs})"
+
+
+def test_kip848_matches_the_broker(spark, broker, tmp_path):
+    """The whole sample under KIP-848 (the consumer protocol from t=0, the broker's uniform):
+    each epoch bump's target, the assignment interval's shared targets, the crash held until
+    its session expires, the static member's bounces (no epoch), the rolling upgrade's
+    restarts, the grown topic assigned at once."""
+    events, sizes = scenario(spark, "live-kip848.", 200_000)
+    broker.create_topics(sizes)
+    run = replay_live(broker, events[0]["group_id"], events, group_protocol="consumer")
+    result, _ = modelled(spark, tmp_path, run, sizes, group_protocol="consumer")
+    check_consumer_agreement(run, result, sizes, Timing.of(timing()).consumer.heartbeat_interval_ms)

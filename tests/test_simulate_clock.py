@@ -17,7 +17,7 @@ from spark_assign.simulation.timing import INSTANT_CLASSIC, Timing
 TABLE = yaml.safe_load((CASES_DIR / "simulate" / "classic_clock.yaml").read_text())
 E = ("group_id string, at long, kind string, member_id string, group_instance_id string, topics array<string>, "
      "assignors array<string>, topic string, partitions int, _strategy string, _gp string, _timeout long, _hb long, _rt long, _init long, "
-     "_js long, _mma long, _delay long")
+     "_js long, _mma long, _ai long, _delay long")
 GROUP = "{}@clock"  # compare() reads <group>@<variant>
 
 
@@ -30,7 +30,7 @@ def _events(spark):
             x = more[0] if more else {}
             rows.append((GROUP.format(c["name"]), at, kind, member, x.get("group_instance_id"), x.get("topics"),
                          x.get("assignors"), x.get("topic"), x.get("partitions"), c["strategy"], gp,
-                         *[clock[k] for k in ("_timeout", "_hb", "_rt", "_init", "_js", "_mma")],
+                         *[clock[k] for k in ("_timeout", "_hb", "_rt", "_init", "_js", "_mma", "_ai")],
                          c.get("scheduled_rebalance_max_delay_ms", 0)))
     return spark.createDataFrame(rows, E)
 

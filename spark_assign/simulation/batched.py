@@ -104,7 +104,7 @@ def replay_batched(state: ReplayState, steps: DataFrame, roster_rows: DataFrame,
     lags = (_pairs(state.lags.join(steps.select(_G, "step"), _G)).select(_G, "topic", "partition", "lag")
             if state.lags is not None else None)
     step = Step(0, _ALL_TRIGGER, pair_steps, pair_steps.limit(0), roster)
-    flags = _rebalance_flags(step, pair_steps.limit(0), pair_steps.limit(0))  # every pair rebalances
+    flags = _rebalance_flags(step, pair_steps.limit(0))  # every pair rebalances
 
     # 1. every step's assignment, from its members alone (one call per assignor)
     parts = scoped_partitions(meta)

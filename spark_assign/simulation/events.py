@@ -299,8 +299,8 @@ def steps_of(e: DataFrame, synthetic: DataFrame, quiet: DataFrame, cfg: DataFram
     triggers`` (whether the events alone call for a rebalance), and the group's settings
     (``cfg``; ``quiet``: :func:`quiet_rejoins`). A classic group's rebalance begins at an
     event that calls for one (its leader's ``metadata`` refresh for a grown topic, a deferred
-    resolution's deadline too); once ``phased`` (:mod:`.windows` added its ``sync`` events),
-    only those rebalance."""
+    resolution's deadline too); once ``phased`` (:mod:`.windows` added its ``sync`` and
+    ``target`` events), only those rebalance."""
     allev = e.select(_G, "at", "kind", "member_id", "group_instance_id", "topics", "assignors", "_order").unionByName(
         synthetic.select(_G, "at", "kind", "member_id").withColumn("group_instance_id", F.lit(None).cast("string"))
         .withColumn("topics", F.lit(None).cast("array<string>")).withColumn("assignors", F.lit(None).cast("array<string>"))
@@ -319,8 +319,8 @@ def steps_of(e: DataFrame, synthetic: DataFrame, quiet: DataFrame, cfg: DataFram
     flagged = flagged.join(static_leave, [_G, "member_id", "at"], "left").withColumn(
         "_trigger", F.col("_trigger") & ~((F.col("kind") == "leave") & F.col("_static_leave").isNotNull()))
     classic = F.col("_gp") == "classic"
-    if phased:
-        trigger = F.when(classic, F.col("kind") == "sync").otherwise(F.col("_trigger"))
+    if phased:  # a classic group's join phase ends in its sync, a consumer group's in its target
+        trigger = F.col("kind").isin("sync", "target")
     else:
         trigger = (F.when(classic & (F.col("kind") == "partitions_added") & (F.col("_mma") > 0), False)
                    .when(classic & F.col("kind").isin("metadata", "delay_expire"), True)

@@ -6,8 +6,8 @@ Each phase is a DataFrame transformation over every group of the step at once:
 2. :func:`_carry_ownership`: owners no longer in the group depart (a static member's
    replacement inherits), and under deferred resolution the departed partitions are held
    until the group's timer expires;
-3. :func:`_rebalance_flags`: which groups rebalance (their events call for it, or
-   departures and released partitions do);
+3. :func:`_rebalance_flags`: which groups rebalance (their events call for it: a classic
+   group's sync, a consumer group's target; or a deferred resolution's released partitions);
 4. :func:`_rebalance_step`: one :func:`~spark_assign.rebalance.rebalance` over those
    groups (topics scoped by group, so that every group has its own metadata), whose
    rounds become the step's generations.
@@ -142,7 +142,7 @@ def _update_metadata(state: ReplayState, step: Step) -> None:
     before that leaves the new partitions unassigned. A KIP-848 coordinator sees them at once."""
     if step.flags is not None and step.flags.grow:
         added = step.events.where(F.col("kind") == "partitions_added")
-        cached = (F.col("_gp") == "classic") & (F.col("_mma") > 0) if "_mma" in added.columns else F.lit(False)
+        cached = (F.col("_gp") == "classic") & (F.col("_mma") > 0)
         grown = added.groupBy(_G, "topic").agg(F.max("partitions").alias("_new"), F.bool_or(cached).alias("_cached"))
         now = F.greatest(F.coalesce("partitions", F.lit(0)), F.coalesce("_new", F.lit(0))).cast("int")
         state.meta = materialize_state(
@@ -228,9 +228,9 @@ def _restarts(owned: DataFrame, step: Step) -> DataFrame:
         *[c for c in owned.columns if c not in (_G, "member_id")])
 
 
-def _rebalance_flags(step: Step, departed: DataFrame, released: DataFrame) -> DataFrame:
-    """Phase 3: per group of the step, whether it rebalances: its events call for it, or
-    partitions were released or departed (stored by the first action that reads it). When
+def _rebalance_flags(step: Step, released: DataFrame) -> DataFrame:
+    """Phase 3: per group of the step, whether it rebalances: its events call for it, or a
+    consumer group's partitions were released (stored by the first action that reads it). When
     the events of every group of the step call for one, the step's groups (a plan over
     stored rows, nothing to look up)."""
     columns = (_G, "at", "step", "kinds", "_cause", "rebalanced", "_rule", "_gp", "_hb", "_js", "_began", "_revoke",
@@ -238,10 +238,10 @@ def _rebalance_flags(step: Step, departed: DataFrame, released: DataFrame) -> Da
     if step.flags is not None and step.flags.all_trigger:  # nothing to look up
         return step.groups.selectExpr(*[("true AS rebalanced" if c == "rebalanced" else c) for c in columns])
     rel = released.selectExpr(_G).distinct().selectExpr(_G, "true AS _rel")
-    dep = departed.selectExpr(_G).distinct().selectExpr(_G, "true AS _dep")
-    flags = step.groups.join(per_group(rel), _G, "left").join(per_group(dep), _G, "left")
-    # a classic group rebalances at its join phase's sync only (:mod:`.windows`)
-    rebalanced = ("triggers OR (_gp = 'consumer' AND (_rel IS NOT NULL OR _dep IS NOT NULL)) AS rebalanced")
+    flags = step.groups.join(per_group(rel), _G, "left")
+    # a classic group rebalances at its join phase's sync only, a consumer group at its targets
+    # (:mod:`.windows`): what departs meanwhile is idle until then
+    rebalanced = "triggers OR (_gp = 'consumer' AND _rel IS NOT NULL) AS rebalanced"
     return materialize_state(flags.selectExpr(*[(rebalanced if c == "rebalanced" else c) for c in columns]),
                              eager=False)
 

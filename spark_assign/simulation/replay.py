@@ -71,7 +71,7 @@ from .phases import (
     _update_metadata,
 )
 from .timing import TIMING_COLUMNS, Timing
-from .windows import held_until, in_phase, join_phases, live_intervals, metadata_events, phase_events
+from .windows import held_until, in_phase, join_phases, live_intervals, metadata_events, phase_events, target_phases
 
 log = logging.getLogger(__name__)
 #: the per-group settings columns a replay carries (``what_if`` sets them per variant)
@@ -149,7 +149,7 @@ def replay(events: DataFrame, partitions: DataFrame, *, strategy, protocol_rule,
     synthetic = timed.select(_G, "at", "kind", "member_id").unionByName(metadata_events(e))
     quiet = quiet_rejoins(timeline)
     opening = materialize_state(steps_of(e, synthetic, quiet, cfg, phased=False))
-    phases = join_phases(opening, away, live_intervals(timeline))
+    phases = join_phases(opening, away, live_intervals(timeline)).unionByName(target_phases(opening))
     steps = materialize_state(held_until(in_phase(
         steps_of(e, synthetic.unionByName(phase_events(phases, cfg)), quiet, cfg, phased=True), phases), timed))
     # each member's latest event before each step: read by the rosters and the departures
@@ -211,13 +211,13 @@ def replay(events: DataFrame, partitions: DataFrame, *, strategy, protocol_rule,
             departures = by_step.at("departures", k)
         _update_metadata(state, step)
         owned_now, departed, released = _carry_ownership(state, step, departures, any_delay)
-        flags = _rebalance_flags(step, departed, released)
+        flags = _rebalance_flags(step, released)
         rb_groups = per_group(flags.where("rebalanced").select(_G))
         # a classic group's departed members keep their partitions (idle) until the join
         # phase ends: the rebalance at its sync records them revoked or lost
         new_owned = owned_now.unionByName(departed.select(*owned_now.columns)).join(rb_groups, _G, "left_anti")
         # a step whose events call for a rebalance has groups to rebalance; otherwise only
-        # departures or released partitions may call for one (that action stores the flags;
+        # released partitions may call for one (that action stores the flags;
         # a small replay reads them off the stored rows)
         if (step.flags is not None and step.flags.triggers) or has_rows(flags, true="rebalanced"):
             new_owned = new_owned.unionByName(_rebalance_step(

@@ -3,18 +3,19 @@
 Every variant of a replay counts its unassigned partition-seconds on this clock. The
 settings are the ones a user sets, with Kafka's defaults:
 
-=============================== ========================================== =========
-setting                         Kafka's name                               default
-=============================== ========================================== =========
-``classic.heartbeat_interval``  ``heartbeat.interval.ms`` (consumer)       3 s
-``classic.session_timeout``     ``session.timeout.ms`` (consumer)          45 s
-``classic.rebalance_timeout``   ``max.poll.interval.ms`` (consumer)        300 s
-``classic.initial_delay``       ``group.initial.rebalance.delay.ms``       3 s
-``classic.metadata_max_age``    ``metadata.max.age.ms`` (consumer)         300 s
-``classic.join_sync``           none: one JoinGroup + SyncGroup exchange   100 ms
-``consumer.heartbeat_interval`` ``group.consumer.heartbeat.interval.ms``   5 s
-``consumer.session_timeout``    ``group.consumer.session.timeout.ms``      45 s
-=============================== ========================================== =========
+================================ ========================================= =======
+setting                          Kafka's name                              default
+================================ ========================================= =======
+``classic.heartbeat_interval``   ``heartbeat.interval.ms`` (consumer)      3 s
+``classic.session_timeout``      ``session.timeout.ms`` (consumer)         45 s
+``classic.rebalance_timeout``    ``max.poll.interval.ms`` (consumer)       300 s
+``classic.initial_delay``        ``group.initial.rebalance.delay.ms``      3 s
+``classic.metadata_max_age``     ``metadata.max.age.ms`` (consumer)        300 s
+``classic.join_sync``            none: one JoinGroup + SyncGroup exchange  100 ms
+``consumer.heartbeat_interval``  ``group.consumer.heartbeat.interval.ms``  5 s
+``consumer.session_timeout``     ``group.consumer.session.timeout.ms``     45 s
+``consumer.assignment_interval`` ``group.consumer.assignment.interval.ms`` 1 s
+================================ ========================================= =======
 
 How a classic rebalance spends them (``GroupMetadataManager.prepareRebalance``,
 ``maybeCompleteJoinElseSchedule``, ``tryCompleteInitialRebalanceElseSchedule`` and
@@ -38,8 +39,11 @@ How a classic rebalance spends them (``GroupMetadataManager.prepareRebalance``,
   heartbeat interval after it began, at the phase's end at the latest; those partitions
   are unassigned until the assignment.
 
-A KIP-848 group (``consumer``) bumps its epoch at the event; a partition the new target
-takes from a member reaches its new owner one heartbeat interval later.
+A KIP-848 group (``consumer``) bumps its epoch at the event, and the coordinator computes a
+new target then, or, within ``assignment_interval`` of its last one, once that interval has
+passed: the epochs bumped meanwhile share that target (``maybeUpdateTargetAssignment``,
+``canComputeNextTargetAssignment``). A partition the new target takes from a member reaches
+its new owner one heartbeat interval later.
 
 >>> Timing().classic.heartbeat_interval_ms
 3000
@@ -74,6 +78,7 @@ class ConsumerTiming:
 
     heartbeat_interval_ms: int = 5_000
     session_timeout_ms: int = 45_000
+    assignment_interval_ms: int = 1_000
 
 
 @dataclass(frozen=True)
@@ -81,7 +86,7 @@ class Timing:
     """Both protocols' timers (:mod:`spark_assign.simulation.timing`).
 
     >>> Timing.of({"consumer": {"heartbeat_interval_ms": 2000}}).consumer
-    ConsumerTiming(heartbeat_interval_ms=2000, session_timeout_ms=45000)
+    ConsumerTiming(heartbeat_interval_ms=2000, session_timeout_ms=45000, assignment_interval_ms=1000)
     """
 
     classic: ClassicTiming = field(default_factory=ClassicTiming)
@@ -121,7 +126,8 @@ class Timing:
     def settings_of(self, group_protocol: str) -> dict[str, int]:
         """The per-group settings columns a replay carries for a group of ``group_protocol``
         (``_timeout``, ``_hb``: that protocol's session timeout and heartbeat interval; the
-        classic join phase's ``_rt``, ``_init``, ``_js``, ``_mma``, 0 for a consumer group).
+        classic join phase's ``_rt``, ``_init``, ``_js``, ``_mma``, 0 for a consumer group; a
+        consumer group's assignment interval ``_ai``, 0 for a classic one).
 
         >>> Timing().settings_of("consumer")["_hb"]
         5000
@@ -129,10 +135,10 @@ class Timing:
         if group_protocol == "consumer":
             c = self.consumer
             return {"_timeout": c.session_timeout_ms, "_hb": c.heartbeat_interval_ms,
-                    "_rt": 0, "_init": 0, "_js": 0, "_mma": 0}
+                    "_rt": 0, "_init": 0, "_js": 0, "_mma": 0, "_ai": c.assignment_interval_ms}
         k = self.classic
         return {"_timeout": k.session_timeout_ms, "_hb": k.heartbeat_interval_ms, "_rt": k.rebalance_timeout_ms,
-                "_init": k.initial_rebalance_delay_ms, "_js": k.join_sync_ms, "_mma": k.metadata_max_age_ms}
+                "_init": k.initial_rebalance_delay_ms, "_js": k.join_sync_ms, "_mma": k.metadata_max_age_ms, "_ai": 0}
 
     def as_dict(self) -> dict[str, dict[str, int]]:
         """``{"classic": {...}, "consumer": {...}}``: what a report states it assumed."""
@@ -144,7 +150,7 @@ class Timing:
         >>> print(Timing().describe())  # doctest: +NORMALIZE_WHITESPACE
         classic: heartbeat_interval 3 s, session_timeout 45 s, rebalance_timeout 300 s,
           initial_rebalance_delay 3 s, metadata_max_age 300 s, join_sync 0.1 s
-        consumer: heartbeat_interval 5 s, session_timeout 45 s
+        consumer: heartbeat_interval 5 s, session_timeout 45 s, assignment_interval 1 s
         """
         def line(name: str, part: Any) -> str:
             items = [f"{f.name.removesuffix('_ms')} {getattr(part, f.name) / 1000:g} s" for f in fields(part)]
@@ -153,7 +159,7 @@ class Timing:
 
 
 #: the settings columns of :meth:`Timing.settings_of`
-TIMING_COLUMNS = ("_timeout", "_hb", "_rt", "_init", "_js", "_mma")
+TIMING_COLUMNS = ("_timeout", "_hb", "_rt", "_init", "_js", "_mma", "_ai")
 
 #: the old instant classic clock: rebalances take no time (for tables of assignment cases)
 INSTANT_CLASSIC = ClassicTiming(heartbeat_interval_ms=0, initial_rebalance_delay_ms=0, join_sync_ms=0,

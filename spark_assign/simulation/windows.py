@@ -14,6 +14,10 @@ over every group at once), and turns them into the events the step loop runs:
 * ``metadata``, half of ``metadata.max.age.ms`` after a topic grew: the leader's
   metadata refresh notices the new partitions, and that begins a rebalance.
 
+A KIP-848 group's epoch bumps need no join phase, but its coordinator computes a new target
+at most once per ``assignment_interval`` (:func:`target_phases`): its ``target`` events are
+the steps at which it rebalances.
+
 >>> join_phases(steps, away).show()  # doctest: +SKIP
 """
 
@@ -25,7 +29,7 @@ from pyspark.sql import functions as F
 from ..frames import GROUP as _G
 
 #: the events this module adds (none of them is in the events' contract)
-PHASE_KINDS = ("sync", "revoke", "metadata")
+PHASE_KINDS = ("sync", "revoke", "metadata", "target")
 
 _STEP = ("struct<at:bigint,opens:boolean,joins:boolean,expires:boolean,empty_before:boolean,away_end:bigint>")
 _WINDOW = "struct<began:bigint,ends:bigint>"
@@ -109,6 +113,37 @@ def join_phases(steps: DataFrame, away: DataFrame, live: DataFrame) -> DataFrame
     return folded.select(_G, F.col("_w.began").alias("began"), F.col("_w.ends").alias("ends"))
 
 
+# a KIP-848 group's targets: an epoch bump computes one at once, unless the last one is less
+# than ``_ai`` old; then once it is (canComputeNextTargetAssignment), for every bump meanwhile
+_TARGET_FOLD = f"""
+aggregate(
+  array_sort(_steps),
+  named_struct('opened', CAST(NULL AS BIGINT), 'ends', CAST(NULL AS BIGINT), 'done', CAST(array() AS array<{_WINDOW}>)),
+  (acc, s) -> CASE
+    WHEN NOT s.opens OR (acc.ends IS NOT NULL AND s.at <= acc.ends) THEN acc
+    ELSE named_struct(
+      'opened', s.at,
+      'ends', CASE WHEN acc.ends IS NULL THEN s.at ELSE greatest(s.at, acc.ends + _ai) END,
+      'done', CASE WHEN acc.ends IS NULL THEN acc.done
+                   ELSE concat(acc.done, array(named_struct('began', acc.opened, 'ends', acc.ends))) END) END,
+  acc -> CASE WHEN acc.ends IS NULL THEN acc.done
+              ELSE concat(acc.done, array(named_struct('began', acc.opened, 'ends', acc.ends))) END)
+"""
+
+
+def target_phases(steps: DataFrame) -> DataFrame:
+    """Per KIP-848 group, when it computes each new target: ``group_id, began, ends`` (the
+    first epoch bump it answers, and when it is computed); ``steps`` as for :func:`join_phases`
+    with ``_ai``, the assignment interval. An epoch bump within ``_ai`` of the last target waits
+    for the interval to pass (``GroupMetadataManager.maybeUpdateTargetAssignment``): the bumps
+    meanwhile share one target."""
+    st = steps.where(F.col("_gp") == "consumer").select(_G, "_ai", F.struct(
+        F.col("at").cast("bigint").alias("at"), F.col("triggers").alias("opens")).alias("_s"))
+    folded = st.groupBy(_G, "_ai").agg(F.collect_list("_s").alias("_steps")).select(
+        _G, F.explode(F.expr(_TARGET_FOLD)).alias("_w"))
+    return folded.select(_G, F.col("_w.began").alias("began"), F.col("_w.ends").alias("ends"))
+
+
 def live_intervals(timeline: DataFrame) -> DataFrame:
     """Each member's stay in the group (``group_id, _from, _until``): from its join to its
     leave, or to its session's expiry after a crash or a static leave (null: to the end)."""
@@ -132,18 +167,21 @@ def metadata_events(e: DataFrame) -> DataFrame:
 
 
 def phase_events(phases: DataFrame, cfg: DataFrame) -> DataFrame:
-    """The ``sync`` and ``revoke`` events of :func:`join_phases` (``group_id, at, kind, member_id``)."""
-    p = phases.join(cfg.select(_G, "_hb", "_js"), _G)
+    """The ``sync`` and ``revoke`` events of :func:`join_phases`, the ``target`` events of
+    :func:`target_phases` (``group_id, at, kind, member_id``)."""
+    p = phases.join(cfg.select(_G, "_gp", "_hb", "_js"), _G)
     none = F.lit(None).cast("string").alias("member_id")
-    sync = p.select(_G, (F.col("ends") + F.col("_js")).alias("at"), F.lit("sync").alias("kind"), none)
-    revoke = p.where(F.col("_hb") > 0).select(
+    classic = F.col("_gp") == "classic"
+    sync = p.select(_G, (F.col("ends") + F.col("_js")).alias("at"),
+                    F.when(classic, F.lit("sync")).otherwise(F.lit("target")).alias("kind"), none)
+    revoke = p.where(classic & (F.col("_hb") > 0)).select(
         _G, F.least(F.col("began") + F.floor(F.col("_hb") / 2), F.col("ends")).alias("at"),
         F.lit("revoke").alias("kind"), none)
     return sync.unionByName(revoke).select(_G, F.col("at").cast("long").alias("at"), "kind", "member_id")
 
 
-#: a step's own event kinds: its events', without the ``sync`` and ``revoke`` of this module
-_OWN = "filter(split(kinds, ','), k -> k NOT IN ('sync', 'revoke'))"
+#: a step's own event kinds: its events', without the ``sync``, ``revoke`` and ``target`` of this module
+_OWN = "filter(split(kinds, ','), k -> k NOT IN ('sync', 'revoke', 'target'))"
 
 
 def in_phase(steps: DataFrame, phases: DataFrame) -> DataFrame:
