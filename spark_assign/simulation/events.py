@@ -28,8 +28,9 @@ Semantics (Kafka's classic protocol; when each rebalance happens on the clock is
 
 * ``join``: the member joins -> rebalance. A static member (``group_instance_id``)
   returning within its session timeout of its leave or crash takes its
-  partitions back with no rebalance (a rebalance only if its subscription or
-  assignors changed).
+  partitions back with no rebalance (:func:`quiet_rejoins`: in a classic group a rebalance
+  only if the group's selected assignor changes, in a consumer group only if the
+  subscription did).
 * ``leave``: a dynamic member sends LeaveGroup -> rebalance now, its partitions
   recorded ``revoked``. A static member does not (KIP-345): the group waits for
   the session timeout, then rebalances.
@@ -40,7 +41,8 @@ Semantics (Kafka's classic protocol; when each rebalance happens on the clock is
 * ``config_change``: a restart with the new assignor list (``partition.assignment.strategy`` is
   fixed when a consumer is built) -> rebalance. A dynamic member closes, revoking what it owns,
   and joins again as a new member owning nothing; a static one comes back with its
-  ``group.instance.id`` and keeps what it owned.
+  ``group.instance.id`` and keeps what it owned, with no rebalance unless the group's selected
+  assignor changes (none in a consumer group, whose broker ignores the lists).
 * ``partitions_added``: the topic grows to ``partitions`` -> rebalance.
   ``lag_change``: new lags (no rebalance; lag-aware reads them next time).
 * Deferred resolution (``scheduled_rebalance_max_delay_ms`` > 0: Connect's
@@ -63,8 +65,9 @@ from pyspark.sql import types as T
 
 from ..errors import InvalidEventsError, NoCommonAssignorError, raise_if_rows
 from ..frames import GROUP as _G
+from ..frames import union_all
 from ..inputs import conform_columns
-from ..protocol import canonical_assignors, disagreements
+from ..protocol import disagreements, select_assignor
 from .timing import Timing
 
 KINDS = ("join", "leave", "crash", "subscribe", "unsubscribe", "partitions_added", "lag_change", "config_change")
@@ -274,24 +277,59 @@ def deferral_timers(departures: DataFrame) -> DataFrame:
 
 
 def quiet_rejoins(timeline: DataFrame) -> DataFrame:
-    """The joins that call for no rebalance (``group_id, member_id, at, _quiet``): a static
-    member back within its session timeout (KIP-345) with the assignors it had. A classic
-    broker checks only whether the group's selected protocol changes
-    (``GroupMetadataManager.updateStaticMemberThenRebalanceOrCompleteJoin``), so a
-    topic the member subscribed to meanwhile waits for some other rebalance; a consumer
-    group's coordinator bumps the group epoch when the subscription changed."""
+    """The static members' joins and restarts that call for no rebalance (``group_id,
+    member_id, at, _quiet``): a static member back within its session timeout (KIP-345), or
+    restarted with a new assignor list (a ``config_change``), while the group stays as it was.
+
+    A classic broker checks only whether the group's selected protocol changes
+    (``GroupMetadataManager.updateStaticMemberThenRebalanceOrCompleteJoin``:
+    ``ClassicGroup.selectProtocol`` with the member's new list in place of its old one), so a
+    topic the member subscribed to meanwhile waits for some other rebalance, and a restart that
+    leaves the selected assignor as it was is none; a forced strategy is every member's only
+    assignor. A consumer group's coordinator ignores the lists and bumps the group epoch only
+    when the subscription changed."""
     w_i = Window.partitionBy(_G, "_iid").orderBy("_order")
-    j = timeline.where(F.col("_iid").isNotNull() & F.col("kind").isin("join", "leave", "crash")).withColumn(
-        "_prev", F.lag(F.struct("kind", "at", "_topics", "_assignors")).over(w_i))
+    j = timeline.where(F.col("_iid").isNotNull() & F.col("kind").isin("join", "leave", "crash", "config_change")) \
+        .withColumn("_prev", F.lag(F.struct("kind", "at", "_topics", "_assignors")).over(w_i))
+    back = ((F.col("kind") == "join") & F.col("_prev.kind").isin("leave", "crash")
+            & (F.col("at") - F.col("_prev.at") < F.col("_timeout")))
+    cand = j.where(back | (F.col("kind") == "config_change"))
     same_topics = F.sort_array("_topics") == F.sort_array(F.col("_prev._topics"))
-    same_assignors = F.expr(f"coalesce({canonical_assignors('_assignors')} = "
-                            f"{canonical_assignors('_prev._assignors')}, true)")
-    # a forced strategy is every member's only assignor; a consumer group's broker ignores the lists
-    unchanged = F.when(F.col("_gp") == "consumer", same_topics).otherwise(F.col("_strategy").isNotNull() | same_assignors)
-    return j.where(
-        (F.col("kind") == "join") & F.col("_prev.kind").isin("leave", "crash")
-        & (F.col("at") - F.col("_prev.at") < F.col("_timeout")) & unchanged
-    ).select(_G, "member_id", "at", F.lit(True).alias("_quiet"))
+    consumer = cand.where((F.col("_gp") == "consumer") & same_topics)
+    forced = cand.where((F.col("_gp") == "classic") & F.col("_strategy").isNotNull())
+    kept = _selection_kept(timeline, cand.where((F.col("_gp") == "classic") & F.col("_strategy").isNull()))
+    return union_all([x.select(_G, "member_id", "at") for x in (consumer, forced, kept)]).withColumn(
+        "_quiet", F.lit(True))
+
+
+def _selection_kept(timeline: DataFrame, rejoins: DataFrame) -> DataFrame:
+    """Of classic static ``rejoins`` (timeline rows with ``_prev``, the member's event
+    before), those after which the coordinator selects the assignor it selected before: the
+    selection (:func:`~spark_assign.protocol.select_assignor`) over the members in the group
+    then (present, or away and not yet expired), with the member's old list, and with its new one."""
+    c = rejoins.select(_G, "member_id", "at", "_order", F.col("_iid").alias("_ciid"),
+                       F.concat_ws("|", _G, "member_id", F.col("at").cast("string")).alias("_key"),
+                       F.col("_prev._assignors").alias("_before"), F.col("_assignors").alias("_after"))
+    t = timeline.select(F.col(_G).alias("_g"), F.col("member_id").alias("_m"), F.col("_order").alias("_o"),
+                        F.col("_iid").alias("_oiid"), "_status", F.col("_assignors").alias("_a"))
+    latest = Window.partitionBy("_key", "_m").orderBy(F.col("_o").desc())
+    others = (
+        c.join(t, (F.col(_G) == F.col("_g")) & (F.col("_o") < F.col("_order")) & (F.col("_m") != F.col("member_id"))
+               & (F.col("_oiid").isNull() | (F.col("_oiid") != F.col("_ciid"))))
+        .withColumn("_r", F.row_number().over(latest))
+        .where((F.col("_r") == 1) & F.col("_status").isin("present", "away"))
+        .select("_key", F.col("_m").alias("member_id"), F.col("_a").alias("assignors"))
+    )
+
+    def selected(side: str) -> DataFrame:
+        members = others.unionByName(c.select("_key", "member_id", F.col(side).alias("assignors")))
+        chosen = select_assignor(members.select(
+            F.col("_key").alias(_G), "member_id", F.array().cast("array<string>").alias("topics"), "assignors"),
+            validate=False)
+        return chosen.select(F.col(_G).alias("_key"), F.col("assignor").alias(side))
+
+    kept = selected("_before").join(selected("_after"), "_key").where(F.col("_before") == F.col("_after"))
+    return c.join(kept.select("_key"), "_key", "left_semi")
 
 
 def steps_of(e: DataFrame, synthetic: DataFrame, quiet: DataFrame, cfg: DataFrame, *, phased: bool) -> DataFrame:
@@ -308,8 +346,8 @@ def steps_of(e: DataFrame, synthetic: DataFrame, quiet: DataFrame, cfg: DataFram
         allowMissingColumns=False)
     flagged = allev.join(quiet, [_G, "member_id", "at"], "left").withColumn(
         "_trigger",
-        (F.col("kind").isin("join") & F.col("_quiet").isNull())
-        | F.col("kind").isin("subscribe", "unsubscribe", "config_change", "partitions_added", "expire")
+        (F.col("kind").isin("join", "config_change") & F.col("_quiet").isNull())
+        | F.col("kind").isin("subscribe", "unsubscribe", "partitions_added", "expire")
         | ((F.col("kind") == "leave") & F.col("member_id").isNotNull()),
     )
     # a static leave does not trigger: find it (the leaving member has an instance id)

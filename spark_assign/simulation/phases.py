@@ -29,7 +29,7 @@ from ..frames import GROUP as _G
 from ..frames import join_small, one_partition, per_group, sql_name, union_all
 from ..inputs import owned_or_empty
 from ..lineage import in_small_call, materialize_state, partitioned_by
-from ..protocol import EAGER
+from ..protocol import EAGER, canonical_assignors, member_protocol
 from ..rebalance import rebalance
 
 #: separates the group from the topic in group-scoped topic names
@@ -210,22 +210,26 @@ def _carry_ownership(state: ReplayState, step: Step, dep_kinds: DataFrame,
 
 
 def _restarts(owned: DataFrame, step: Step) -> DataFrame:
-    """``owned`` with a dynamic member's rows renamed to the incarnation it closed, where its
+    """``owned`` with a member's rows renamed to the incarnation it closed, where its
     ``config_change`` is at the step: a consumer's assignors are fixed when it is built, so it
-    restarts, revoking what it owns, and joins again under a new member id owning nothing.
-    The closed incarnation is no member of the roster: its partitions depart as revoked."""
+    restarts. A dynamic member revokes what it owns and joins again under a new member id
+    owning nothing; so does a static one whose restart begins a rebalance (its new process
+    owns nothing; a quiet one gets its assignment back, :func:`.events.quiet_rejoins`).
+    The closed incarnation is no member of the roster, and has no instance id: its
+    partitions depart as revoked."""
     if step.flags is not None and not step.flags.restart:
         return owned
     restarted = join_small(
-        step.roster.where("last_kind = 'config_change' AND group_instance_id IS NULL").selectExpr(
-            _G, "member_id", "last_at"), step.groups.selectExpr(_G, "at"), _G).where("last_at = at").selectExpr(
+        step.roster.where("last_kind = 'config_change' AND (group_instance_id IS NULL OR last_quiet IS NULL)")
+        .selectExpr(_G, "member_id", "last_at"), step.groups.selectExpr(_G, "at"), _G).where("last_at = at").selectExpr(
         _G, "member_id", "at AS _restart_at")
     tagged = join_small(owned, restarted, [_G, "member_id"], "left")
     # the closed incarnation's id: the member's, and when it restarted
     closed = "concat(member_id, ' (until its restart at ', _restart_at, ' ms)')"
     return tagged.selectExpr(
         _G, f"CASE WHEN _restart_at IS NULL THEN member_id ELSE {closed} END AS member_id",
-        *[c for c in owned.columns if c not in (_G, "member_id")])
+        "CASE WHEN _restart_at IS NULL THEN group_instance_id END AS group_instance_id",
+        *[c for c in owned.columns if c not in (_G, "member_id", "group_instance_id")])
 
 
 def _rebalance_flags(step: Step, released: DataFrame) -> DataFrame:
@@ -333,8 +337,10 @@ def _step_stats(flags: DataFrame, roster: DataFrame, meta: DataFrame, owned: Dat
     """Per group of the step: its partitions, the unassigned ones and the idle ones
     (owned by members away: crashed, or left statically, not yet expired; or departed while
     a classic join phase runs). ``groups`` (``group_id, protocol`` of the last rebalance):
-    an EAGER group past its join phase's ``_revoke`` has revoked everything
-    (:mod:`.windows`), so its owned partitions count unassigned until the phase's sync.
+    past a classic join phase's ``_revoke`` (:mod:`.windows`) its EAGER members have revoked
+    what they own, so those partitions count unassigned until the phase's sync. A member is
+    EAGER by its own assignor list (``ConsumerCoordinator``), or under KIP-726's dynamic rule
+    when the group's last protocol was.
 
     Every row the counts read (the step's flags, the roster's subscriptions, the metadata and
     the owned partitions) in one frame partitioned by group: one shuffle, after which the
@@ -342,13 +348,18 @@ def _step_stats(flags: DataFrame, roster: DataFrame, meta: DataFrame, owned: Dat
     by group shuffle nothing more."""
     stalled = "false"
     if groups is not None and "_began" in flags.columns:
-        stalled = ("NOT rebalanced AND _began IS NOT NULL AND at >= _revoke "
-                   f"AND _protocol = '{EAGER}'")
+        stalled = "NOT rebalanced AND _began IS NOT NULL AND at >= _revoke AND _gp = 'classic'"
         flags = join_small(flags, groups.selectExpr(_G, "protocol AS _protocol"), _G, "left")
+    # an EAGER member revokes what it owns: by its own list (Kafka's rule), or the group's
+    # protocol under KIP-726's dynamic rule
+    eager = (f"CASE WHEN {member_protocol(canonical_assignors())} = '{EAGER}' THEN 1 END"
+             if "assignors" in roster.columns else "CAST(NULL AS INT)")
     rows = partitioned_by(union_all([
-        flags.selectExpr(_G, "step", "at", "kinds", "rebalanced", "1 AS _flag", f"{stalled} AS _stalled"),
+        flags.selectExpr(_G, "step", "at", "kinds", "rebalanced", "1 AS _flag", f"{stalled} AS _stalled",
+                         *(("_rule = 'dynamic' AS _dynamic", f"_protocol = '{EAGER}' AS _group_eager")
+                           if stalled != "false" else ("false AS _dynamic", "false AS _group_eager"))),
         roster.selectExpr(_G, "member_id", "explode_outer(topics) AS topic", "1 AS _sub",
-                          "CASE WHEN status = 'away' THEN 1 END AS _away"),
+                          "CASE WHEN status = 'away' THEN 1 END AS _away", f"{eager} AS _eager"),
         meta.selectExpr(_G, "topic", "partitions"),
         join_small(owned, flags.selectExpr(_G), _G, "left_semi").selectExpr(_G, "member_id", "topic", "1 AS _o"),
     ], allow_missing=True), _G)
@@ -358,16 +369,21 @@ def _step_stats(flags: DataFrame, roster: DataFrame, meta: DataFrame, owned: Dat
     # idle: owned by a member away, or by one no longer in the roster (departed, awaiting the sync)
     idle_member = ("coalesce(max(_away) OVER (PARTITION BY group_id, member_id), "
                    "1 - max(_sub) OVER (PARTITION BY group_id, member_id), 1)")
-    rows = rows.selectExpr("*", f"{counted} AS _counted", f"{idle_member} AS _member_idle")
+    member_eager = "coalesce(max(_eager) OVER (PARTITION BY group_id, member_id), 0)"
+    by_group = "coalesce(bool_or({}) OVER (PARTITION BY group_id), false)"
+    rows = rows.selectExpr("*", f"{counted} AS _counted", f"{idle_member} AS _member_idle",
+                           f"CASE WHEN {by_group.format('_dynamic')} THEN {by_group.format('_group_eager')} "
+                           f"ELSE {member_eager} = 1 END AS _member_eager")
     per_group_counts = rows.groupBy(_G).agg(*map(F.expr, (
         "max(_flag) AS _flag", "max(step) AS step", "max(at) AS at", "max(kinds) AS kinds",
         "max(rebalanced) AS rebalanced", "bool_or(_stalled) AS _stalled",
         "sum(CASE WHEN _counted THEN partitions END) AS _total",
         "count(CASE WHEN _counted THEN _o END) AS _owned",
-        "count(CASE WHEN _counted AND _member_idle = 1 THEN _o END) AS _idle")))
+        "count(CASE WHEN _counted AND _member_idle = 1 THEN _o END) AS _idle",
+        "count(CASE WHEN _counted AND _member_idle = 0 AND _member_eager THEN _o END) AS _revoked")))
     return per_group_counts.where("_flag = 1").selectExpr(
         _G, "step", "at", "kinds", "rebalanced",
         "CAST(coalesce(_total, 0) AS BIGINT) AS partitions",
-        "CAST(coalesce(_total, 0) - CASE WHEN _stalled THEN _idle ELSE _owned END AS BIGINT) AS unassigned",
+        "CAST(coalesce(_total, 0) - _owned + CASE WHEN _stalled THEN _revoked ELSE 0 END AS BIGINT) AS unassigned",
         "CAST(_idle AS BIGINT) AS idle",
     )

@@ -147,7 +147,7 @@ def replay(events: DataFrame, partitions: DataFrame, *, strategy, protocol_rule,
     away = away_episodes(timeline)
     timed = materialize_state(synthetic_events(e, timeline, away), eager=False)
     synthetic = timed.select(_G, "at", "kind", "member_id").unionByName(metadata_events(e))
-    quiet = quiet_rejoins(timeline)
+    quiet = materialize_state(quiet_rejoins(timeline), eager=False)  # read by both passes and the rosters
     opening = materialize_state(steps_of(e, synthetic, quiet, cfg, phased=False))
     phases = join_phases(opening, away, live_intervals(timeline)).unionByName(target_phases(opening))
     steps = materialize_state(held_until(in_phase(
@@ -156,7 +156,10 @@ def replay(events: DataFrame, partitions: DataFrame, *, strategy, protocol_rule,
     latest = materialize_state(latest_events(timeline, steps))
     roster_rows = rosters(latest).join(cfg, _G).withColumn(
         "assignors", F.when(F.col("_strategy").isNotNull(), F.array(F.col("_strategy"))).otherwise(F.col("assignors")))
-    roster_rows = materialize_state(roster_rows)
+    # a static member's restart that calls for no rebalance keeps what it owned (:func:`quiet_rejoins`)
+    roster_rows = materialize_state(roster_rows.join(
+        quiet.select(_G, "member_id", F.col("at").alias("last_at"), F.col("_quiet").alias("last_quiet")),
+        [_G, "member_id", "last_at"], "left"))
     dep_kinds = departure_kinds(latest)  # a projection of stored rows
     # per step, over all groups: whether some group grows a topic, changes lags, is
     # called to rebalance by its events, or delays the resolution of departures (one row
