@@ -149,7 +149,9 @@ def replay(events: DataFrame, partitions: DataFrame, *, strategy, protocol_rule,
     synthetic = timed.select(_G, "at", "kind", "member_id").unionByName(metadata_events(e))
     quiet = materialize_state(quiet_rejoins(timeline), eager=False)  # read by both passes and the rosters
     opening = materialize_state(steps_of(e, synthetic, quiet, cfg, phased=False))
-    phases = join_phases(opening, away, live_intervals(timeline)).unionByName(target_phases(opening))
+    # stored: both the steps' events and their phases read it (and over Spark Connect the plan
+    # of the steps would nest it twice, past the protocol's depth)
+    phases = materialize_state(join_phases(opening, away, live_intervals(timeline)).unionByName(target_phases(opening)))
     steps = materialize_state(held_until(in_phase(
         steps_of(e, synthetic.unionByName(phase_events(phases, cfg)), quiet, cfg, phased=True), phases), timed))
     # each member's latest event before each step: read by the rosters and the departures
