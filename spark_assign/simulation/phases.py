@@ -352,8 +352,7 @@ def _step_stats(flags: DataFrame, roster: DataFrame, meta: DataFrame, owned: Dat
         flags = join_small(flags, groups.selectExpr(_G, "protocol AS _protocol"), _G, "left")
     # an EAGER member revokes what it owns: by its own list (Kafka's rule), or the group's
     # protocol under KIP-726's dynamic rule
-    eager = (f"CASE WHEN {member_protocol(canonical_assignors())} = '{EAGER}' THEN 1 END"
-             if "assignors" in roster.columns else "CAST(NULL AS INT)")
+    eager = f"CASE WHEN {member_protocol(canonical_assignors())} = '{EAGER}' THEN 1 END"
     rows = partitioned_by(union_all([
         flags.selectExpr(_G, "step", "at", "kinds", "rebalanced", "1 AS _flag", f"{stalled} AS _stalled",
                          *(("_rule = 'dynamic' AS _dynamic", f"_protocol = '{EAGER}' AS _group_eager")
