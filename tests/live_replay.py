@@ -16,19 +16,25 @@ Each event is acted out at its time on the scaled clock (:data:`SCALE` of the sc
 
 :class:`LiveRun` keeps what happened, with wall-clock times: the events as acted out (the times
 ``simulate()`` is fed, since a JVM's start-up does not scale with the clock), each member's
-rebalance callbacks, and for a KIP-848 group the epochs ConsumerGroupDescribe reported.
+rebalance callbacks, and for a KIP-848 group the epochs ConsumerGroupDescribe reported. A classic
+member's join is timed when the coordinator added it, as the broker's log says
+(:func:`broker_joins`): its first wait of ``group.initial.rebalance.delay.ms`` runs from the first
+member's, and the sample puts s1's join at its very end, so the few milliseconds between a
+``subscribe()`` and the JoinGroup that adds the member decide whether the wait is extended.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 from kafka_broker import GROUP_TIMERS, classpath
@@ -152,6 +158,26 @@ class LiveRun:
     logs: Path | None = None
 
 
+#: the coordinator's line for each member it adds to a classic group: a dynamic member at its
+#: second JoinGroup (with the member id the first one gave it), a static member at its first
+_ADDED = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] INFO .*?(?:"
+                    r"Pending dynamic member with id (\S+) joins group (\S+) in \w+ state\. Adding to the group"
+                    r"|Static member with groupInstanceId=(\S+) and unknown member id joins group (\S+) in \w+ state)")
+
+
+def broker_joins(log: Path, group_id: str) -> list[tuple[float, str]]:
+    """``(epoch ms, key)`` for each member the coordinator added to ``group_id``, in order, from
+    the broker's log: ``key`` is a static member's ``group.instance.id``, or a dynamic member's
+    ``client.id`` (its member id less the UUID the coordinator appended)."""
+    out = []
+    for line in log.read_text(errors="replace").splitlines():
+        m = _ADDED.match(line)
+        if m and group_id in (m.group(3), m.group(5)):
+            at = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp() * 1000  # the broker's local time
+            out.append((at, m.group(4) or m.group(2)[:-37]))
+    return out
+
+
 def replay_live(broker, group_id: str, events: list[dict], *, group_protocol: str = "classic",
                 strategy: str | None = None, remote_assignor: str = "uniform") -> LiveRun:
     """Act ``events`` (one group's, ordered by ``at``, the scenario's milliseconds) out on
@@ -207,6 +233,7 @@ def replay_live(broker, group_id: str, events: list[dict], *, group_protocol: st
     now = lambda: int(time.time() * 1000 - t0[0])  # noqa: E731
     since = lambda line: int(line["t"] - t0[0])  # noqa: E731
     topics_now: dict[str, list[str]] = {}
+    joins: list[tuple[int, str]] = []  # (the join's index in run.events, its key in broker_joins)
 
     try:
         for at, _, action, e, name, k in actions:
@@ -220,6 +247,7 @@ def replay_live(broker, group_id: str, events: list[dict], *, group_protocol: st
                     incarnations[name][k - 1].wait_for("closed")
                 p.send("go")
                 acted = {**e, "at": since(p.wait_for("joined"))}
+                joins.append((len(run.events), e.get("group_instance_id") or name))
                 current[name], topics_now[name] = k, list(e["topics"])
             elif action in ("close", "leave"):  # a restart's close, or a leave: close()
                 p = incarnations[name][current[name]]
@@ -257,6 +285,13 @@ def replay_live(broker, group_id: str, events: list[dict], *, group_protocol: st
                     continue
                 run.callbacks.append(Callback(name, k, line["ev"], int(line["t"] - t0[0]), line.get("gen"),
                                               line.get("member"), frozenset(map(tuple, line.get("tps") or ()))))
+    if group_protocol == "classic" and broker.log is not None:
+        added = broker_joins(broker.log, group_id)
+        for i, key in joins:  # each join at the first addition of its member since it subscribed
+            harness = run.events[i]["at"]
+            j = next((j for j, (a, k) in enumerate(added) if k == key and a - t0[0] >= harness - 5), None)
+            assert j is not None, f"the broker's log ({broker.log}) has no addition of {key} to {group_id} after {harness} ms"
+            run.events[i]["at"] = int(added.pop(j)[0] - t0[0])
     if group_protocol == "consumer":
         run.epochs = [(int(x["t"] - t0[0]), x["group_epoch"], x["target_epoch"], x["members"])
                       for x in watcher.lines if x["ev"] == "epoch"]

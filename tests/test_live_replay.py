@@ -204,7 +204,12 @@ def check_consumer_agreement(run: LiveRun, result, sizes: dict[str, int], heartb
     assert not lone, f"broker targets with no model target within {heartbeat_ms} ms: {lone}; model {model} ({run.logs})"
     extra = [m for m in model if not any(abs(at - m) <= heartbeat_ms for at, _ in live)]
     assert not extra, f"model targets with no broker target within {heartbeat_ms} ms: {extra}; live {live} ({run.logs})"
-    live_u, moments = live_unassigned(run, sizes), model_moments(result)
+    # a member picks up what a target gives it from the free partitions (a departed member's, a
+    # grown topic's) at its next heartbeat, up to one interval after the target; the model hands
+    # them over at the target (docs/simulation.md, "Not modelled yet"): those changes are held to
+    # the heartbeat that ends the pick-up
+    live_u = live_unassigned(run, sizes)
+    moments = sorted(model_moments(result) + [m + heartbeat_ms for m in model])
     bad = unexplained(live_u, moments, heartbeat_ms)
     assert not bad, (f"{len(bad)} live changes of the unassigned partitions, first {bad[:5]}, have no change "
                      f"of the model's within {heartbeat_ms} ms: live {live_u}, model {moments} ({run.logs})")
