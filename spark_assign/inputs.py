@@ -173,7 +173,7 @@ def normalize_members(members: DataFrame, *, keep: dict[str, T.DataType] | None 
     ['group_id', 'member_id', 'group_instance_id', 'rack', 'topics', 'owned', 'generation', 'assignors']
     """
     return conform_columns(members, {**MEMBER_COLUMNS, **(keep or {})}, REQUIRED_MEMBER_COLUMNS, "members",
-                           MissingColumnError, normalized={"topics": "array_distinct(filter({}, t -> t IS NOT NULL))"})
+                           MissingColumnError, normalized={"topics": "array_distinct({})"})
 
 
 def normalize_partitions(partitions: DataFrame) -> DataFrame:
@@ -208,7 +208,7 @@ def member_problems(members: DataFrame) -> DataFrame:
     """The rows of normalized members that break the contract:
     ``problem, group_id, member_id, count, detail``.
 
-    Problems: a null ``group_id`` or ``member_id``, a null ``topics`` array, an empty
+    Problems: a null ``group_id`` or ``member_id``, a null ``topics`` array or a null topic in it, an empty
     ``group_id`` or ``member_id``, a member id repeated within a group, an owned partition with a null topic or a
     null or negative partition number.
     """
@@ -218,6 +218,11 @@ def member_problems(members: DataFrame) -> DataFrame:
         F.lit("null group_id, member_id or topics").alias("problem"),
         "group_id", "member_id", F.lit(None).cast("long").alias("count"),
         F.lit(None).cast("string").alias("detail"),
+    )
+    null_topic = members.where(F.expr("exists(topics, t -> t IS NULL)")).select(
+        F.lit("null topic in topics (expected topic names)").alias("problem"),
+        "group_id", "member_id", F.lit(None).cast("long").alias("count"),
+        F.array_join("topics", ",", "null").alias("detail"),
     )
     empty = members.where((F.col("group_id") == "") | (F.col("member_id") == "")).select(
         F.lit("empty group_id or member_id (Kafka never has one)").alias("problem"),
@@ -248,7 +253,7 @@ def member_problems(members: DataFrame) -> DataFrame:
                 F.concat_ws("-", F.coalesce("tp.topic", F.lit("null")),
                             F.coalesce(F.col("tp.partition").cast("string"), F.lit("null"))).alias("detail"))
     )
-    return nulls.unionByName(empty).unionByName(dupes).unionByName(bad_owned)
+    return nulls.unionByName(null_topic).unionByName(empty).unionByName(dupes).unionByName(bad_owned)
 
 
 def topic_sizes(partitions: DataFrame) -> DataFrame:

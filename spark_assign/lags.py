@@ -26,13 +26,18 @@ from collections.abc import Iterable
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from .errors import InvalidLagsError, MissingColumnError, raise_if_rows
 from .frames import empty
+from .inputs import conform_columns
 
 #: the normalized lag schema (also what history.record(..., lags=) stores)
 LAG_COLUMNS = ("group_id", "topic", "partition", "lag")
 OFFSET_COLUMNS = ("group_id", "topic", "partition", "log_start_offset", "log_end_offset", "committed_offset")
+_KEY_TYPES: dict[str, T.DataType] = {"group_id": T.StringType(), "topic": T.StringType(), "partition": T.IntegerType()}
+_LAG_TYPES: dict[str, T.DataType] = {**_KEY_TYPES, "lag": T.LongType()}
+_OFFSET_TYPES: dict[str, T.DataType] = {**_KEY_TYPES, **{c: T.LongType() for c in OFFSET_COLUMNS[3:]}, "auto_offset_reset": T.StringType()}
 
 
 def _offsets_lag(reset) -> F.Column:
@@ -56,15 +61,14 @@ def partition_lags(lags: DataFrame, auto_offset_reset: str = "latest", *, valida
     8888
     """
     cols = set(lags.columns)
-    keys = [F.col("group_id").cast("string").alias("group_id"), F.col("topic").cast("string").alias("topic"),
-            F.col("partition").cast("int").alias("partition")]
     if "lag" in cols:
         missing = [c for c in LAG_COLUMNS if c not in cols]
         if missing:
             raise MissingColumnError(
                 f"lags is missing column(s) {missing}: expected {list(LAG_COLUMNS)} "
                 f"or {list(OFFSET_COLUMNS)}, found {sorted(cols)}")
-        raw = lags.select(*keys, F.col("lag").cast("long").alias("lag"))
+        # typed as the contract says: a column that cannot be (strings that are not numbers) named
+        raw = conform_columns(lags, _LAG_TYPES, LAG_COLUMNS, "lags", MissingColumnError)
         if validate:
             bad = raw.where(
                 F.col("group_id").isNull() | F.col("topic").isNull() | F.col("partition").isNull()
@@ -77,13 +81,8 @@ def partition_lags(lags: DataFrame, auto_offset_reset: str = "latest", *, valida
         raise MissingColumnError(
             f"lags is missing column(s) {missing}: expected {list(LAG_COLUMNS)} "
             f"or {list(OFFSET_COLUMNS)} (+ optional auto_offset_reset), found {sorted(cols)}")
-    reset = F.coalesce(F.col("auto_offset_reset").cast("string"), F.lit(auto_offset_reset)) \
-        if "auto_offset_reset" in cols else F.lit(auto_offset_reset)
-    off = lags.select(
-        *keys,
-        *[F.col(c).cast("long").alias(c) for c in OFFSET_COLUMNS[3:]],
-        reset.alias("auto_offset_reset"),
-    )
+    off = conform_columns(lags, _OFFSET_TYPES, OFFSET_COLUMNS, "lags", MissingColumnError).withColumn(
+        "auto_offset_reset", F.coalesce("auto_offset_reset", F.lit(auto_offset_reset)))
     if validate:
         s, e, c = F.col("log_start_offset"), F.col("log_end_offset"), F.col("committed_offset")
         problem = (

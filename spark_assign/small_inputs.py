@@ -35,8 +35,7 @@ def may_be_small(members: DataFrame, max_rows: int, partitions_per_group: int) -
     counts it) may be at most ``max_rows`` rows, from one narrow limited read of the members (a
     group id and a subscription count each), taking each group to have ``partitions_per_group``
     partitions at least. False says the call is not small with no other read: a read of the
-    members' whole rows, owned lists included, cost the check of 2,400 members 0.55 s, and one of
-    a partitions list made in Python 0.36 s, against 0.13 s for this one (2 cores; BENCHMARKS.md).
+    members' whole rows (owned lists included) or of a partitions list costs several times this one.
 
     >>> may_be_small(spark.createDataFrame([("g", ["t"])], "group_id string, topics array<string>"), 100, 64)  # doctest: +SKIP
     True
@@ -95,7 +94,7 @@ def decide_small_inputs(members: DataFrame, partitions: DataFrame, *,
 def clean_on_driver(members: DataFrame, partitions: DataFrame) -> bool:
     """Whether a small call's inputs, whose rows are on the driver already (the local
     relations :func:`decide_small_inputs` returns), surely pass the checks of
-    :func:`~spark_assign.inputs.validate_inputs`: no null or empty ids, no member id twice in a group, no null claim or claim
+    :func:`~spark_assign.inputs.validate_inputs`: no null or empty ids, no null topic, no member id twice in a group, no null claim or claim
     with a null topic or a null or negative partition, no null topic or null or negative
     partition, no topic partition twice. Read with Arrow compute on those rows, no Spark
     action. False when any rows are not on the driver, or when anything may offend: the
@@ -117,7 +116,7 @@ def clean_on_driver(members: DataFrame, partitions: DataFrame) -> bool:
     def repeats(table, *keys: str) -> bool:
         return table.group_by(list(keys)).aggregate([]).num_rows < table.num_rows
 
-    if any(m[c].null_count for c in ("group_id", "member_id", "topics")):
+    if any(m[c].null_count for c in ("group_id", "member_id", "topics")) or pc.list_flatten(m["topics"]).null_count:
         return False
     if any_true(pc.equal(m["group_id"], "")) or any_true(pc.equal(m["member_id"], "")) or repeats(
             m.select(["group_id", "member_id"]), "group_id", "member_id"):

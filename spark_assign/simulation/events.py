@@ -127,6 +127,7 @@ def validate_events(events: DataFrame, partitions: DataFrame) -> DataFrame:
         shape(e.where(F.col("kind").isin(*MEMBER_KINDS) & F.col("member_id").isNull()),
               "member event without member_id"),
         shape(e.where((F.col("kind") == "join") & F.col("topics").isNull()), "join without topics"),
+        shape(e.where(F.expr("exists(topics, t -> t IS NULL)")), "null topic in topics (expected topic names)"),
         shape(e.where((F.col("kind") == "partitions_added") & (F.col("topic").isNull() | F.col("partitions").isNull())),
               "partitions_added needs topic and partitions (the new count)"),
         shape(e.where((F.col("kind") == "lag_change") & (F.col("topic").isNull() | F.col("lag").isNull() | (F.col("lag") < 0))),

@@ -29,8 +29,9 @@ from ..frames import GROUP as _G
 from ..frames import join_small, one_partition, per_group, sql_name, union_all
 from ..inputs import owned_or_empty
 from ..lineage import in_small_call, materialize_state, partitioned_by
-from ..protocol import EAGER, canonical_assignors, member_protocol
+from ..protocol import canonical_assignors, member_protocol
 from ..rebalance import rebalance
+from ..strategies.registry import EAGER
 
 #: separates the group from the topic in group-scoped topic names
 SCOPE = "\u001f"
@@ -213,16 +214,18 @@ def _restarts(owned: DataFrame, step: Step) -> DataFrame:
     """``owned`` with a member's rows renamed to the incarnation it closed, where its
     ``config_change`` is at the step: a consumer's assignors are fixed when it is built, so it
     restarts. A dynamic member revokes what it owns and joins again under a new member id
-    owning nothing; so does a static one whose restart begins a rebalance (its new process
-    owns nothing; a quiet one gets its assignment back, :func:`.events.quiet_rejoins`).
+    owning nothing; so does a static one whose restart begins a rebalance, or lands in a classic
+    group's running one (its new process joins it with no ownedPartitions; a quiet one in a
+    Stable group gets its assignment back, :func:`.events.quiet_rejoins`).
     The closed incarnation is no member of the roster, and has no instance id: its
     partitions depart as revoked."""
     if step.flags is not None and not step.flags.restart:
         return owned
     restarted = join_small(
-        step.roster.where("last_kind = 'config_change' AND (group_instance_id IS NULL OR last_quiet IS NULL)")
-        .selectExpr(_G, "member_id", "last_at"), step.groups.selectExpr(_G, "at"), _G).where("last_at = at").selectExpr(
-        _G, "member_id", "at AS _restart_at")
+        step.roster.where("last_kind = 'config_change'").selectExpr(
+            _G, "member_id", "last_at", "group_instance_id IS NULL OR last_quiet IS NULL AS _rejoins"),
+        step.groups.selectExpr(_G, "at", "_gp = 'classic' AND _began IS NOT NULL AS _running"), _G).where(
+        "last_at = at AND (_rejoins OR _running)").selectExpr(_G, "member_id", "at AS _restart_at")
     tagged = join_small(owned, restarted, [_G, "member_id"], "left")
     # the closed incarnation's id: the member's, and when it restarted
     closed = "concat(member_id, ' (until its restart at ', _restart_at, ' ms)')"
