@@ -7,7 +7,7 @@ and Spark jobs, and those of its recording (``record_rounds``: the checks agains
 generations, the four tables' files written and committed, the generations' summary), next to
 how many files the history's ``assignments`` table holds before the run. Every recording reads
 the history's tables; Spark lists more than 32 files with a Spark job of its own, which the
-embedded backend avoids for local files (``delta_backends.LISTING_THRESHOLD``).
+embedded backend avoids for local files (``storage.embedded.LISTING_THRESHOLD``).
 
     python benchmarks/bench_recording.py --runs 36      # from the project root
     python benchmarks/bench_recording.py --runs 8 --delta   # on Spark's Delta (spark-delta backend)

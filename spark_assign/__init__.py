@@ -4,7 +4,7 @@
 >>> assignment = assign(members, partitions, "cooperative-sticky")  # doctest: +SKIP
 """
 
-from .assign import STRATEGIES, assign, strategy_name
+from .assign import assign
 from .errors import (
     AssignmentPropertyError,
     ColumnTypeError,
@@ -24,6 +24,7 @@ from .errors import (
     UnknownStrategyError,
 )
 from .history import AssignmentHistory
+from .input_files import read_input
 from .inputs import diagnostics
 from .lags import compare_strategies, lag_balance, lag_report, partition_lags
 from .lineage import materialization
@@ -40,8 +41,8 @@ from .properties import (
 from .protocol import group_protocols, member_protocols, select_assignor
 from .rebalance import RebalanceResult, rebalance
 from .simulate import SimulationResult, run_analytics, simulate, what_if
-from .storage import read_input
 from .strategies.cooperative_sticky import next_round_members
+from .strategies.registry import STRATEGIES, strategy_name
 
 __version__ = "0.1.0"
 

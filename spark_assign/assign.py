@@ -1,14 +1,13 @@
-"""``assign()``: the one entry point every strategy plugs into."""
+"""``assign()``: the one entry point every strategy plugs into (the strategies are the records
+of :mod:`spark_assign.strategies.registry`)."""
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable
 from typing import Any
 
 from pyspark.sql import DataFrame
 
-from .errors import InvalidOptionError, UnknownStrategyError
+from .errors import InvalidOptionError
 from .inputs import (
     ASSIGNMENT_COLUMNS,
     normalize_members,
@@ -23,104 +22,9 @@ from .lineage import (
     small_call_undecided,
 )
 from .lost_executors import explains_lost_executors
-from .options import check_options
 from .small_inputs import decide_small_inputs
-
-#: Kafka's assignor names -> the module and function that implement them.
-#: Each function takes normalized, validated ``members`` and ``partitions``
-#: (plus ``lags=``, ``topic_sizes=``: the partitions' :func:`~spark_assign.inputs.topic_sizes`
-#: when validation computed them, else None, and strategy options) and returns
-#: ``group_id, member_id, topic, partition``.
-STRATEGIES: dict[str, tuple[str, str]] = {
-    "range": ("spark_assign.strategies.range", "assign_range"),
-    "roundrobin": ("spark_assign.strategies.roundrobin", "assign_roundrobin"),
-    "sticky": ("spark_assign.strategies.sticky", "assign_sticky"),
-    "cooperative-sticky": ("spark_assign.strategies.cooperative_sticky", "assign_cooperative_sticky"),
-    "lag-aware": ("spark_assign.strategies.lag_aware", "assign_lag_aware"),
-    "uniform": ("spark_assign.strategies.uniform", "assign_uniform"),
-}
-
-#: the strategies that read the partitions' topic sizes (``topic_sizes=``): validation
-#: builds them for these only
-SIZED_STRATEGIES = frozenset({"sticky", "cooperative-sticky", "uniform"})
-
-#: the strategies whose result plans join what a small call stored: a small call of one stores
-#: its result before returning it (:func:`~spark_assign.lineage.small_call_result`). Range and
-#: roundrobin's plans read once as they are (a job fewer: 0.37-0.49 s against 0.42-0.54 s a call)
-STORED_SMALL_RESULTS = frozenset({"sticky", "cooperative-sticky", "lag-aware", "uniform"})
-
-#: the rebalance protocols a group can run: ``classic`` (JoinGroup/SyncGroup, the
-#: group leader's client assignor) or ``consumer`` (KIP-848: the broker's assignor)
-GROUP_PROTOCOLS = ("classic", "consumer")
-
-#: the strategies of each protocol: KIP-848's server-side assignors are ``uniform``
-#: (the broker's default) and ``range`` (Kafka's server RangeAssignor)
-PROTOCOL_STRATEGIES: dict[str, tuple[str, ...]] = {
-    "classic": ("range", "roundrobin", "sticky", "cooperative-sticky", "lag-aware"),
-    "consumer": ("uniform", "range"),
-}
-
-#: Kafka's class names for the same assignors, accepted wherever a name is.
-ALIASES: dict[str, str] = {
-    "org.apache.kafka.clients.consumer.RangeAssignor": "range",
-    "org.apache.kafka.clients.consumer.RoundRobinAssignor": "roundrobin",
-    "org.apache.kafka.clients.consumer.StickyAssignor": "sticky",
-    "org.apache.kafka.clients.consumer.CooperativeStickyAssignor": "cooperative-sticky",
-    "org.apache.kafka.clients.consumer.LagAwareAssignor": "lag-aware",
-}
-
-#: the broker's (KIP-848) class names: they imply ``group_protocol="consumer"``
-SERVER_ALIASES: dict[str, str] = {
-    "org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
-    "org.apache.kafka.coordinator.group.assignor.RangeAssignor": "range",
-}
-
-
-def strategy_name(name: str) -> str:
-    """The canonical name of a strategy (Kafka's short name), or UnknownStrategyError.
-
-    >>> strategy_name("org.apache.kafka.clients.consumer.RangeAssignor")
-    'range'
-    """
-    canonical = ALIASES.get(name, SERVER_ALIASES.get(name, name))
-    if canonical not in STRATEGIES:
-        raise UnknownStrategyError(
-            f"unknown strategy {name!r}: expected one of {sorted(STRATEGIES)} "
-            f"(or Kafka's class names {sorted(ALIASES) + sorted(SERVER_ALIASES)})"
-        )
-    return canonical
-
-
-def group_protocol_of(strategy: str, group_protocol: str | None = None) -> str:
-    """The rebalance protocol a call runs: ``group_protocol`` when given, else
-    ``consumer`` for a server-side assignor (``uniform``, or a broker class name),
-    else ``classic``. Raises InvalidOptionError when the strategy does not exist
-    under that protocol.
-
-    >>> group_protocol_of("uniform"), group_protocol_of("range")
-    ('consumer', 'classic')
-    >>> group_protocol_of("org.apache.kafka.coordinator.group.assignor.RangeAssignor")
-    'consumer'
-    """
-    canonical = strategy_name(strategy)
-    implied = "consumer" if strategy in SERVER_ALIASES or canonical not in PROTOCOL_STRATEGIES["classic"] else None
-    if group_protocol is None:
-        return implied or "classic"
-    if group_protocol not in GROUP_PROTOCOLS:
-        raise InvalidOptionError(
-            f"option group_protocol of strategy {canonical!r}: expected one of {list(GROUP_PROTOCOLS)}, "
-            f"found {group_protocol!r}")
-    if canonical not in PROTOCOL_STRATEGIES[group_protocol] or (implied and group_protocol != implied):
-        raise InvalidOptionError(
-            f"strategy {strategy!r} does not run under group_protocol={group_protocol!r}: that protocol's "
-            f"strategies are {list(PROTOCOL_STRATEGIES[group_protocol])}")
-    return group_protocol
-
-
-def strategy_function(name: str) -> Callable[..., DataFrame]:
-    """The function implementing strategy ``name``."""
-    module, func = STRATEGIES[strategy_name(name)]
-    return getattr(importlib.import_module(module), func)
+from .strategies.registry import check_options, group_protocol_of
+from .strategies.registry import strategy as get_strategy
 
 
 @explains_lost_executors
@@ -168,7 +72,7 @@ def assign(
     runs interpreted: a limited read of each input, before anything else, decides it
     (:func:`~spark_assign.small_inputs.decide_small_inputs`); its result, but range's and
     roundrobin's, comes back stored (:func:`~spark_assign.lineage.small_call_result`). Strategy options (``rack_aware=``, ...) are the ones the strategy
-    declares (:mod:`spark_assign.options`); an unknown or ill-typed one raises
+    declares (:mod:`spark_assign.strategies.registry`); an unknown or ill-typed one raises
     :class:`~spark_assign.errors.InvalidOptionError`.
 
     ``group_protocol``: ``"classic"`` (the client assignors, the default) or
@@ -177,16 +81,14 @@ def assign(
     owned partitions and racks: it takes no options.
     """
     protocol = group_protocol_of(strategy, group_protocol)
-    canonical = strategy_name(strategy)
+    record = get_strategy(strategy)
     if protocol == "consumer":
         if options:
             raise InvalidOptionError(
-                f"unknown option(s) {sorted(options)} of strategy {canonical!r} under "
+                f"unknown option(s) {sorted(options)} of strategy {record.name!r} under "
                 "group_protocol='consumer': the broker's assignors take none (no rack awareness)")
-        if canonical == "range":  # the server range: the plain range, owned lists ignored
-            options = {"rack_aware": False}
-    options = check_options(canonical, options)
-    fn = strategy_function(strategy)
+        options = dict(record.consumer_options)  # the server range: the plain range, owned lists ignored
+    options = check_options(record.name, options)
     m, p = normalize_members(members), normalize_partitions(partitions)
     if validate and small_call_undecided(m.sparkSession):
         # read first, a limited read each: a small call keeps its inputs on the driver from
@@ -196,6 +98,7 @@ def assign(
         # lazy: the lineage is cut now (no job); the first action that reads an input stores it
         m, p = materialize(m, eager=False), materialize(p, eager=False)
     # the validated partitions' per-topic sizes: strategies that need them reuse them
-    sizes = validate_inputs(m, p, sizes=canonical in SIZED_STRATEGIES) if validate else None
-    result = fn(m, p, lags=lags, validate=validate, topic_sizes=sizes, **options).select(*ASSIGNMENT_COLUMNS)
-    return small_call_result(result) if canonical in STORED_SMALL_RESULTS else result
+    sizes = validate_inputs(m, p, sizes=record.reads_topic_sizes) if validate else None
+    result = record.function(m, p, lags=lags, validate=validate, topic_sizes=sizes, **options).select(
+        *ASSIGNMENT_COLUMNS)
+    return small_call_result(result) if record.stores_small_result else result

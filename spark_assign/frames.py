@@ -105,7 +105,7 @@ def merge_side(df: DataFrame) -> DataFrame:
     otherwise. A small call's plans join one-partition relations, so the join shuffles
     nothing; but the caller runs the returned plan after the call has given the session's
     settings back, when Spark's automatic broadcast would make the join's small side a job
-    of its own (one job more per call: 5-30 ms, warm). The hint holds under any settings.
+    of its own (one job more per call). The hint holds under any settings.
     For range and roundrobin, whose plans join once; the other strategies' small calls store
     their results instead (:func:`~spark_assign.lineage.small_call_result`).
 
@@ -116,9 +116,8 @@ def merge_side(df: DataFrame) -> DataFrame:
 
 def one_row(df: DataFrame) -> Row:
     """The row of ``df``, a global aggregate (exactly one row), in one action. ``first()``
-    plans a limit over the aggregate: on small inputs it took 55-98 ms against 28-33 ms
-    (2 cores, warm), for flags taken once or more per round. Raises ValueError for a frame
-    of any other number of rows.
+    plans a limit over the aggregate, a stage more for flags taken once or more per round.
+    Raises ValueError for a frame of any other number of rows.
 
     >>> one_row(spark.range(3).agg(F.count("*").alias("rows"))).rows
     3

@@ -1,8 +1,7 @@
 """Reading the input tables (members, partitions, lags) from files or the catalog.
 
 :func:`read_input` reads a Delta folder, Parquet, JSON Lines, CSV or a catalog
-table, in the format :func:`detect_format` tells from the source's name (also
-importable from :mod:`spark_assign.storage`).
+table, in the format :func:`detect_format` tells from the source's name.
 
 >>> detect_format("data/sample/members.csv")
 'csv'

@@ -26,6 +26,9 @@ returns; none in a small call whose rows on the driver pass every check) and rai
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -300,8 +303,21 @@ def _partition_problems(partitions: DataFrame, repeating: DataFrame) -> DataFram
     return bad.unionByName(dupes)
 
 
+@dataclass(frozen=True)
+class InputCheck:
+    """A caller's own check of the inputs, run in :func:`validate_inputs`' one action:
+    ``offending`` is a frame whose rows, if it has any, are a problem, and ``explain`` raises
+    the error that names them (it runs only then).
+
+    >>> InputCheck(members.where("size(topics) = 0"), lambda: raise_no_topics(members))  # doctest: +SKIP
+    """
+
+    offending: DataFrame
+    explain: Callable[[], object]
+
+
 def validate_inputs(
-    members: DataFrame, partitions: DataFrame, *, common_assignor: bool = False, sizes: bool = True,
+    members: DataFrame, partitions: DataFrame, *, checks: Sequence[InputCheck] = (), sizes: bool = True,
 ) -> DataFrame | None:
     """Check normalized members and partitions; raise :class:`InvalidMembersError`
     (:func:`member_problems`) or :class:`InvalidPartitionsError` (a null topic or
@@ -315,15 +331,14 @@ def validate_inputs(
     summary, whose last stage that action computes and stores (a lazy checkpoint: under adaptive execution the summary's
     shuffles run when it is defined; in a small call the summary is a short plan over
     the stored partitions, not stored again); the offending rows are looked up only when
-    there are some. ``common_assignor``: the same action also checks that the members
-    of each group share an assignor (:class:`NoCommonAssignorError`, as
-    :func:`spark_assign.protocol.check_common_assignor` does) and that there is a member.
+    there are some. ``checks``: the caller's own (:class:`InputCheck`), in the same action,
+    explained in their order after the members' problems and before the partitions'.
     ``sizes=False``: returns None, for a caller that does not read the sizes (a small call
-    whose rows pass on the driver then builds no plan at all: 25-43 ms to build, warm).
+    whose rows pass on the driver then builds no plan at all).
 
     >>> sizes = validate_inputs(normalize_members(members), normalize_partitions(partitions))  # doctest: +SKIP
     """
-    if in_small_call() and not common_assignor and clean_on_driver(members, partitions):
+    if in_small_call() and not checks and clean_on_driver(members, partitions):
         # a small call whose rows on the driver pass every check: no action
         return _topic_summary(partitions).select("topic", "num_partitions", "last_partition") if sizes else None
     # lazy: the flags aggregation below reads every summary row and stores them (a
@@ -333,25 +348,18 @@ def validate_inputs(
         summary = materialize(summary, eager=False)
     flags = member_problems(members).select(F.lit("members").alias("_input")).unionByName(
         summary.where(F.col("_bad") | F.col("_repeats")).select(F.lit("partitions").alias("_input")))
-    if common_assignor:  # a rebalance: also its members' common assignor, and at least one member
-        from .protocol import disagreements
-
-        flags = flags.unionByName(disagreements(members).select(F.lit("assignors").alias("_input"))).unionByName(
-            members.agg(F.count("*").alias("_n")).where("_n = 0").select(F.lit("empty").alias("_input")))
+    for i, check in enumerate(checks):
+        flags = flags.unionByName(check.offending.select(F.lit(f"check {i}").alias("_input")))
     found = one_row(flags.agg(  # one row of flags, never the rows themselves
         F.bool_or(F.col("_input") == "members").alias("members"),
         F.bool_or(F.col("_input") == "partitions").alias("partitions"),
-        F.bool_or(F.col("_input") == "assignors").alias("assignors"),
-        F.bool_or(F.col("_input") == "empty").alias("empty"),
+        *[F.bool_or(F.col("_input") == f"check {i}").alias(f"check {i}") for i in range(len(checks))],
     ))
-    if found["empty"]:
-        raise InvalidMembersError("no members: expected at least one member row to rebalance, found none")
     if found["members"]:
         raise_if_rows(member_problems(members), InvalidMembersError, "invalid members")
-    if found["assignors"]:
-        from .protocol import check_common_assignor
-
-        check_common_assignor(members)
+    for i, check in enumerate(checks):
+        if found[f"check {i}"]:
+            check.explain()
     if found["partitions"]:
         repeating = summary.where(F.col("_repeats")).select("topic")
         raise_if_rows(_partition_problems(partitions, repeating), InvalidPartitionsError, "invalid partitions")

@@ -93,8 +93,7 @@ _EXCLUDED_RULES = "spark.sql.optimizer.excludedRules"
 #: (:data:`PUSH_DOWN_SEMI_JOINS`); one shuffle partition, so that a frame it did not store
 #: (several partitions) is shuffled into one, and its local relations are not shuffled to match;
 #: no adaptive execution: each action is planned once, and its shuffles are stages of
-#: its job rather than jobs of their own, for rows too few to re-plan on (the sample
-#: scenario 64 s instead of 72 s, a sample rebalance 11.5 s instead of 11.9 s; BENCHMARKS.md);
+#: its job rather than jobs of their own, for rows too few to re-plan on;
 #: and no size limit on a one-partition side of a join: Spark shuffles a join's one-partition
 #: sides once its size estimate passes the limit (128 MiB), and a join's estimate is the
 #: product of its sides', so joins of joins of a few hundred rows passed it
@@ -237,8 +236,7 @@ def rows_within(df: DataFrame, max_rows: int) -> Any:
 
     The rows are read through one partition, by one task that stops once it has enough:
     a limit over several partitions takes each one's first rows and then shuffles them
-    into one (a second stage). For a frame made from Python rows (two partitions), the
-    read took 73 ms instead of 105 ms (BENCHMARKS.md).
+    into one (a second stage), as for a frame made from Python rows (two partitions).
 
     >>> rows_within(spark.range(3), 5).num_rows, rows_within(spark.range(3), 2)
     (3, None)
@@ -415,9 +413,8 @@ def _apply_small_call_settings(spark: SparkSession) -> None:
     ``spark.assign.smallCallSettings`` is ``false``), until the scope that decided it ends.
 
     Spark compiles generated Java code for every new plan: about 1,200 classes for one
-    rebalance of the README's sample groups, about 13 s of its 47 s on 2 cores, for a few
-    hundred rows; interpreted, that run took 40 s, and without broadcasts 38 s
-    (BENCHMARKS.md). These are session settings: a query the session runs while a small
+    rebalance of the README's sample groups, a large share of a call over a few hundred
+    rows, where interpreting them costs less. These are session settings: a query the session runs while a small
     call is in progress (from another thread) runs under them too, which changes its
     speed, never its result. Small calls on one session from several threads share them:
     the first to start saves the session's values, the last to end gives them back. A

@@ -42,8 +42,7 @@ _PROBLEM_COLUMNS = ("group_id", "problem", "member_id", "topic", "partition", "d
 #: the bound (in the rows of :func:`~spark_assign.small_inputs.decide_small_inputs`) under which
 #: :func:`check_assignment` runs as a small call, when ``spark.assign.smallCallRows`` is not
 #: lower: a check is one plan, so the driver's single interpreted partition pays off only for
-#: fewer rows than an ``assign()``'s (2 cores: 18-36% faster at 2,000-7,000 rows, up to 35%
-#: slower at 22,000; BENCHMARKS.md)
+#: fewer rows than an ``assign()``'s (BENCHMARKS.md has the measurements)
 CHECK_SMALL_ROWS = 10_000
 #: the fewest partitions per group :func:`check_assignment` assumes when it decides, from its
 #: members alone, that it is not small (such a check runs as before, after that one narrow read)

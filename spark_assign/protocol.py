@@ -27,25 +27,18 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from .assign import ALIASES
 from .errors import InvalidOptionError, NoCommonAssignorError, raise_if_rows
 from .frames import sql_string
 from .inputs import normalize_members
 from .ordering import java_order_sql
+from .strategies.registry import ALIASES, COOPERATIVE, COOPERATIVE_ASSIGNORS, EAGER
 
 #: Kafka's default ``partition.assignment.strategy`` since 3.0 (ConsumerConfig)
 DEFAULT_ASSIGNORS: tuple[str, ...] = ("range", "cooperative-sticky")
 
-EAGER = "EAGER"
-COOPERATIVE = "COOPERATIVE"
-PROTOCOLS = (EAGER, COOPERATIVE)  # in increasing order, as Kafka's enum
 #: the protocol of a group under KIP-848 (``group_protocol="consumer"``): the broker
 #: assigns and the members reconcile, no JoinGroup rounds
 CONSUMER = "CONSUMER"
-
-#: assignors that support COOPERATIVE (they support EAGER too); every other
-#: assignor supports EAGER only
-COOPERATIVE_ASSIGNORS: tuple[str, ...] = ("cooperative-sticky",)
 
 PROTOCOL_RULES = ("static", "dynamic")
 

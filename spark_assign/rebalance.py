@@ -44,13 +44,13 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from .assign import GROUP_PROTOCOLS, strategy_name
-from .errors import AssignmentPropertyError, InvalidOptionError, raise_if_rows
+from .errors import AssignmentPropertyError, InvalidMembersError, InvalidOptionError, raise_if_rows
 from .frames import GROUP as _G
 from .frames import TP as _TP
 from .frames import join_small, one_partition, owned_lists, sql_name, sql_string, union_all
 from .inputs import (
     MEMBER_COLUMNS,
+    InputCheck,
     ignored_claims,
     normalize_members,
     normalize_partitions,
@@ -68,21 +68,21 @@ from .lineage import (
     stored_rows,
 )
 from .lost_executors import explains_lost_executors
-from .options import strategy_options
 from .owned import resolve_owned
 from .properties import cooperative_violations, validity_violations
 from .protocol import (
     CONSUMER,
-    COOPERATIVE,
-    EAGER,
     PROTOCOL_RULES,
     assignor_protocol,
+    check_common_assignor,
+    disagreements,
     protocol_columns,
     select_assignor,
 )
 from .rebalance_round import Prepared, Round, next_round_state, run_round
 from .reconcile import mark_consumer_groups, with_group_protocols
 from .small_inputs import decide_small_inputs
+from .strategies.registry import COOPERATIVE, EAGER, GROUP_PROTOCOLS, strategy_name, strategy_options
 
 ASSIGNMENT_ROUND_COLUMNS = ("group_id", "generation", "round", "member_id", "topic", "partition")
 REVOCATION_COLUMNS = ("group_id", "generation", "round", "member_id", "topic", "partition", "kind")
@@ -285,6 +285,17 @@ def rebalance(
                            members=_members_after(prep, final, summary), rounds=len(rounds))
 
 
+def _rebalance_checks(m: DataFrame) -> list[InputCheck]:
+    """A rebalance's own checks of its normalized members, beyond the input contract: at least
+    one member, and in each group an assignor every member lists
+    (:class:`~spark_assign.errors.NoCommonAssignorError`)."""
+    def no_members() -> None:
+        raise InvalidMembersError("no members: expected at least one member row to rebalance, found none")
+
+    return [InputCheck(m.agg(F.count("*").alias("_n")).where("_n = 0"), no_members),
+            InputCheck(disagreements(m), lambda: check_common_assignor(m))]
+
+
 def _prepare(members: DataFrame, partitions: DataFrame, *, protocol_rule: str, strategy: str | None,
              unavailable: DataFrame | None, departed: DataFrame | None, first_generation: int | None,
              history: Any, validate: bool, group_protocol: str, rejoined: DataFrame | None,
@@ -312,7 +323,7 @@ def _prepare(members: DataFrame, partitions: DataFrame, *, protocol_rule: str, s
     if not (stored and in_small_call()):
         m = materialize_state(m, eager=False)
     if validate:
-        validate_inputs(m, p, common_assignor=True)  # one action for both checks
+        validate_inputs(m, p, checks=_rebalance_checks(m))  # one action for all the checks
     if strategy is not None:
         # every member of a group lists the same one assignor (the forced one, or in a consumer
         # group the broker's): it is selected with every member's vote, and under either rule

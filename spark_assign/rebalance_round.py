@@ -18,9 +18,9 @@ from .frames import TP as _TP
 from .frames import join_small, one_row, owned_lists, per_group, sql_name, sql_string, union_all
 from .inputs import MEMBER_COLUMNS, normalize_members, owned_or_empty
 from .lineage import in_small_call, materialize, materialize_state, stored_rows
-from .protocol import COOPERATIVE, EAGER
 from .reconcile import SERVER_RUN, reconciliation_round
 from .strategies.range import no_member_racks
+from .strategies.registry import COOPERATIVE, COOPERATIVE_ASSIGNORS, EAGER
 from .strategies.sticky import sticky_assignment
 
 
@@ -147,7 +147,8 @@ def as_joined(state: DataFrame) -> DataFrame:
 
     >>> as_joined(state).where("member_id = 'b'").select("owned")  # doctest: +SKIP
     """
-    eager = f"_run = 'cooperative-sticky' AND _proto = {sql_string(EAGER)}"
+    cooperative = ", ".join(map(sql_string, COOPERATIVE_ASSIGNORS))  # the assignors that read ownedPartitions
+    eager = f"_run IN ({cooperative}) AND _proto = {sql_string(EAGER)}"
     return state.withColumn("owned", F.expr(f"CASE WHEN {eager} THEN filter(owned, x -> false) ELSE owned END"))
 
 
@@ -170,7 +171,7 @@ def run_round(prep: Prepared, state: DataFrame, rnd: int, runs: list[str], prev_
     owned = _owned_rows(state, None if known else prep.all_partitions, "_proto", "_gproto", "_rule", "protocol", "_gen")
     columns = list(MEMBER_COLUMNS)  # normalize_members' columns
     parts = []
-    joined = as_joined(state) if "cooperative-sticky" in runs else state  # only that assignor reads it
+    joined = as_joined(state) if set(COOPERATIVE_ASSIGNORS) & set(runs) else state  # only they read it
     together = sticky_runs(runs, rnd, run_options)
     if together:
         parts.extend(_sticky_together(joined, p, together, rnd, targets, run_options, columns, away))

@@ -18,11 +18,12 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from .assign import PROTOCOL_STRATEGIES, SERVER_ALIASES, assign, strategy_name
+from .assign import assign
 from .frames import sql_string
 from .lineage import in_small_call, materialize_state
 from .owned import partition_claims, without_transfers
 from .protocol import CONSUMER
+from .strategies.registry import SERVER_ALIASES, strategies_of, strategy_name
 
 _G = "group_id"
 
@@ -47,10 +48,11 @@ def with_group_protocols(m: DataFrame, *, group_protocol: str, strategy: str | N
     if "group_protocol" in m.columns:
         gp = f"coalesce(max(group_protocol) {over_group}, {gp})"
     forced = strategy_name(strategy) if strategy is not None else None
-    server = sql_string(forced if forced in PROTOCOL_STRATEGIES["consumer"] else "uniform")
-    if "remote_assignor" in m.columns and forced not in PROTOCOL_STRATEGIES["consumer"]:
+    brokers = strategies_of("consumer")
+    server = sql_string(forced if forced in brokers else "uniform")
+    if "remote_assignor" in m.columns and forced not in brokers:
         names = ", ".join(f"{sql_string(k)}, {sql_string(v)}" for k, v in [*SERVER_ALIASES.items(), *(
-            (n, n) for n in PROTOCOL_STRATEGIES["consumer"])])
+            (n, n) for n in brokers)])
         server = f"coalesce(map({names})[max(remote_assignor) {over_group}], {server})"
     m = m.selectExpr("*", f"{gp} AS _gp")
     return m.withColumn("assignors", F.expr(f"CASE WHEN _gp = 'consumer' THEN array({server}) ELSE assignors END"))

@@ -51,17 +51,17 @@ def local_session(
 
     PySpark's DataFrame call-site capture (``spark.python.sql.dataFrameDebugging.enabled``,
     on by default since Spark 4) is turned off: it walks the Python stack and makes
-    several JVM calls for every column function, which made the sticky general path's
-    benchmark run about 0.7 s slower (switched between alternating runs). Errors still
+    several JVM calls for every column function, which slowed the sticky general path
+    measurably. Errors still
     name the failing expression; pass ``extra={"spark.python.sql.dataFrameDebugging.enabled":
     "true"}`` to get the Python call site in them too.
 
     Spark's cache of compiled generated code (``spark.sql.codegen.cache.maxEntries``,
     a static setting) holds :data:`CODEGEN_CACHE_ENTRIES` classes instead of Spark's 100:
     one ``assign()`` of the sticky family compiles about 155 classes (queries, joins,
-    windows), so with 100 every call evicted and recompiled them all (about 1.5 s of
-    a 1M-partition call on 2 cores, and most of a small call); with the larger cache a
-    repeated call compiles none. Set the same in a cluster's configuration.
+    windows), so with 100 every call evicted and recompiled them all (most of a small
+    call's time); with the larger cache a repeated call compiles none. Set the same in a
+    cluster's configuration.
 
     Spark's buffers are sized for many small jobs: ``spark.buffer.pageSize``
     (:data:`MEMORY_PAGE_SIZE`) and ``spark.broadcast.blockSize`` (:data:`BROADCAST_BLOCK_SIZE`).
@@ -71,8 +71,8 @@ def local_session(
     call's state in one partition").
 
     Where the platform has them, the JVM talks to its Python workers over Unix domain sockets
-    (:data:`UNIX_SOCKETS`). Over local TCP each Python task waited about 40 ms for the
-    kernel's delayed acknowledgement of its last small write: every read of a frame made by
+    (:data:`UNIX_SOCKETS`). Over local TCP each Python task waited for the kernel's delayed
+    acknowledgement of its last small write: every read of a frame made by
     ``spark.createDataFrame`` from Python rows runs such tasks (BENCHMARKS.md, "Python
     workers over Unix domain sockets").
 

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from spark_assign.cli.rebalance import main
-from spark_assign.delta_backends import SparkDeltaStore
+from spark_assign.storage.spark_delta import SparkDeltaStore
 
 
 def hold_generations_commits(barrier: Path, name: str, peers: int) -> None:

@@ -19,7 +19,7 @@ import spark_assign
 from spark_assign import AssignmentHistory, assign, partition_lags, rebalance, simulate, what_if
 from spark_assign.cli import rebalance as rebalance_job
 from spark_assign.cli import simulate as simulate_job
-from spark_assign.history_tables import GENERATIONS_SCHEMA
+from spark_assign.history import GENERATIONS_SCHEMA
 from spark_assign.storage import arrow_schema
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -209,7 +209,7 @@ def test_a_lock_held_by_a_live_writer_waits_and_one_left_by_a_dead_writer_is_bro
     import subprocess
     import sys
 
-    from spark_assign.locking import LOCK_NAME, history_lock
+    from spark_assign.storage.locking import LOCK_NAME, history_lock
 
     lock = tmp_path / LOCK_NAME
     holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])

@@ -253,8 +253,8 @@ def test_a_writer_checks_a_history_between_other_writers_commits(spark, tmp_path
     table another writer is creating (its Delta log folder made, its first commit not yet)."""
     from deltalake import write_deltalake
 
-    from spark_assign.locking import history_lock
     from spark_assign.storage import arrow_schema
+    from spark_assign.storage.locking import history_lock
 
     h = AssignmentHistory(str(tmp_path / "h"), spark, backend="embedded")
     gens = tmp_path / "h" / "generations"

@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 
 from spark_assign import check_assignment
 from spark_assign.history import AssignmentHistory
-from spark_assign.storage import read_input
+from spark_assign.input_files import read_input
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE_GROUPS = ["analytics", "billing", "orders-service"]

@@ -28,7 +28,8 @@ from spark_assign import check_assignment
 from spark_assign.cli import RETRY_EXIT
 from spark_assign.cli.simulate import replace_history
 from spark_assign.history import AssignmentHistory
-from spark_assign.storage import SPARK_DELTA, read_input
+from spark_assign.input_files import read_input
+from spark_assign.storage import SPARK_DELTA
 
 ROOT = Path(__file__).resolve().parents[1]
 SPARK_SUBMIT = Path(pyspark.__file__).resolve().parent / "bin" / "spark-submit"

@@ -13,17 +13,10 @@ from pyspark.sql import types as T
 
 from spark_assign.errors import HistoryError, InvalidInputError
 from spark_assign.history import AssignmentHistory
+from spark_assign.input_files import detect_format, read_input
 from spark_assign.inputs import normalize_members, normalize_partitions
-from spark_assign.storage import (
-    EMBEDDED,
-    SPARK_DELTA,
-    DeltaStore,
-    choose_backend,
-    detect_format,
-    is_path,
-    read_input,
-    spark_delta_configured,
-)
+from spark_assign.locations import is_path, spark_delta_configured
+from spark_assign.storage import EMBEDDED, SPARK_DELTA, choose_backend, open_table
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = T.StructType([
@@ -44,12 +37,12 @@ def test_backend_choice(spark):
     assert is_path("out/history") and is_path("/tmp/x") and is_path("s3://b/x") and is_path("./h")
     assert not is_path("main.kafka_ops")
     with pytest.raises(HistoryError, match="catalog table name"):
-        DeltaStore(spark, "main.kafka_ops.assignments", SCHEMA, backend="embedded")
+        open_table(spark, "main.kafka_ops.assignments", SCHEMA, backend="embedded")
 
 
 def test_append_commit_read_and_idempotence(spark, tmp_path):
     loc = str(tmp_path / "t")
-    store = DeltaStore(spark, loc, SCHEMA, backend="embedded")
+    store = open_table(spark, loc, SCHEMA, backend="embedded")
     empty = store.read()
     assert empty.count() == 0 and empty.schema == SCHEMA  # before the table exists
 
@@ -89,9 +82,9 @@ def test_a_table_of_many_local_files_is_read_without_a_listing_job(spark, tmp_pa
     """Spark lists more than 32 paths with a Spark job of its own (150-350 ms a read); a
     history's table gains files with every recorded call, and is read several times per
     call. Its local files are listed on the driver, under the session's own setting after."""
-    from spark_assign.delta_backends import LISTING_THRESHOLD
+    from spark_assign.storage.embedded import LISTING_THRESHOLD
 
-    store = DeltaStore(spark, str(tmp_path / "t"), SCHEMA, backend="embedded")
+    store = open_table(spark, str(tmp_path / "t"), SCHEMA, backend="embedded")
     rows = spark.range(0, 40, 1, numPartitions=40).selectExpr(  # a file each
         "CAST(id AS STRING) AS group_id", "CAST(id AS INT) AS generation", "id AS lag",
         "TIMESTAMP'2026-01-02 03:04:05' AS at")
@@ -110,7 +103,7 @@ def test_relative_location_is_where_it_was_opened(spark, tmp_path, monkeypatch):
     # the session's JVM keeps the working directory it started in: a relative table folder
     # opened after a chdir must still be written, committed and read in one place
     monkeypatch.chdir(tmp_path)
-    store = DeltaStore(spark, "rel/t", SCHEMA, backend="embedded")
+    store = open_table(spark, "rel/t", SCHEMA, backend="embedded")
     assert store.location == str(tmp_path / "rel" / "t")
     df = spark.sql("SELECT 'g' AS group_id, 1 AS generation, 7L AS lag, TIMESTAMP'2026-01-02 03:04:05' AS at")
     assert store.append(df, app_id="app-1") is True
@@ -146,7 +139,7 @@ def test_read_input_formats(spark, tmp_path):
 
     # a Delta folder written by the embedded backend is an input too
     schema = T.StructType([T.StructField("topic", T.StringType()), T.StructField("partition", T.IntegerType())])
-    store = DeltaStore(spark, str(tmp_path / "pdelta"), schema, backend="embedded")
+    store = open_table(spark, str(tmp_path / "pdelta"), schema, backend="embedded")
     store.append(spark.createDataFrame([("t", 0), ("t", 1)], schema), app_id="x")
     assert detect_format(str(tmp_path / "pdelta")) == "delta"
     assert read_input(spark, str(tmp_path / "pdelta")).count() == 2

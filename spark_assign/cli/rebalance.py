@@ -56,15 +56,14 @@ import yaml
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from ..assign import strategy_name
 from ..errors import InvalidConfigError, SparkAssignError
 from ..history import AssignmentHistory
+from ..input_files import read_input
 from ..inputs import diagnostics
-from ..options import strategy_options
 from ..ownership import DEPARTURES, owned_from_history
 from ..protocol import PROTOCOL_RULES
 from ..rebalance import rebalance
-from ..storage import read_input
+from ..strategies.registry import strategy_name, strategy_options
 from . import failed, id_list, key_values, one_line
 
 DEFAULTS: dict[str, Any] = {
@@ -91,7 +90,7 @@ CONFIG_KEYS: dict[str, str] = {
     "bootstrap_servers": "a Kafka cluster to capture the groups from first, instead of inputs",
     "groups": "the group ids to capture (a list; null: every group the brokers list)",
     "strategy": "assignor for every group (null: Kafka's selection from the members' assignors)",
-    "options": "strategy options, e.g. {rack_aware: true} (see spark_assign.options)",
+    "options": "strategy options, e.g. {rack_aware: true} (see spark_assign.strategies.registry)",
     "history": "history location: a folder or a catalog prefix",
     "generation": "generation of the first round for every group (null: latest recorded + 1)",
     "owned_from": "auto | history | input | none",

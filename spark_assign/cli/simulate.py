@@ -32,12 +32,11 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ..assign import strategy_name
 from ..errors import InvalidConfigError, InvalidOptionError, SparkAssignError
 from ..lineage import materialize
 from ..locations import is_path, local_path
-from ..options import strategy_options
 from ..simulation.timing import Timing
+from ..strategies.registry import strategy_name, strategy_options
 from . import failed
 from .rebalance import _resolve, read_config
 

@@ -67,8 +67,8 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import SparkSession
 
-from ..assign import strategy_name
 from ..errors import InvalidOptionError, UnknownStrategyError
+from ..strategies.registry import strategy_name
 from . import client
 from .consumer_protocol import MemberMetadataError, Subscription, decode_assignment, decode_subscription
 from .kip848 import ConsumerGroupDescription, describe_consumer_groups

@@ -24,7 +24,8 @@ from pyspark.sql import types as T
 from ..errors import HistoryError
 from ..inputs import MEMBER_COLUMNS
 from ..lags import LAG_COLUMNS
-from ..storage import DeltaStore, is_path
+from ..locations import is_path
+from ..storage import DeltaStore, open_table
 
 if TYPE_CHECKING:
     from ..history import AssignmentHistory
@@ -142,7 +143,7 @@ def snapshot_store(spark: SparkSession, history: str | AssignmentHistory) -> Del
     (on its backend)."""
     backend = None if isinstance(history, str) else history.backend
     location = (history if isinstance(history, str) else history.location).rstrip("/")
-    return DeltaStore(spark, f"{location}{'/' if is_path(location) else '.'}snapshots", SNAPSHOTS_SCHEMA,
+    return open_table(spark, f"{location}{'/' if is_path(location) else '.'}snapshots", SNAPSHOTS_SCHEMA,
                       backend=backend)
 
 

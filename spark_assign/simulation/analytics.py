@@ -19,7 +19,8 @@ from ..errors import HistoryError, InvalidOptionError
 from ..frames import GROUP as _G
 from ..frames import TP as _TP
 from ..frames import empty, one_row
-from ..storage import DeltaStore, is_path
+from ..locations import is_path
+from ..storage import open_table
 
 SIMULATION_SCHEMA = T.StructType([
     T.StructField("group_id", T.StringType()),
@@ -55,7 +56,7 @@ def simulation_store(history):
     """The ``simulation`` Delta table beside ``history``: simulated time and
     counts of every recorded generation (:data:`SIMULATION_SCHEMA`)."""
     sep = "/" if is_path(history.location) else "."
-    return DeltaStore(history.spark, f"{history.location}{sep}simulation", SIMULATION_SCHEMA, backend=history.backend)
+    return open_table(history.spark, f"{history.location}{sep}simulation", SIMULATION_SCHEMA, backend=history.backend)
 
 
 def simulation_table(history) -> DataFrame:

@@ -36,8 +36,7 @@ from ..assign import assign
 from ..frames import GROUP as _G
 from ..frames import union_all
 from ..lineage import materialize_state
-from ..options import strategy_options
-from ..protocol import EAGER
+from ..strategies.registry import EAGER, strategy_options
 from .phases import (
     ReplayOutputs,
     ReplayState,

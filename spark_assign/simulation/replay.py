@@ -26,7 +26,6 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from ..assign import group_protocol_of, strategy_name
 from ..frames import GROUP as _G
 from ..frames import empty, one_partition, one_row, per_group, union_all
 from ..inputs import normalize_partitions
@@ -40,7 +39,7 @@ from ..lineage import (
     small_call_rows,
     small_call_scope,
 )
-from ..options import strategy_options
+from ..strategies.registry import group_protocol_of, strategy_name, strategy_options
 from .analytics import SIMULATION_SCHEMA
 from .batched import batchable, replay_batched, stateless_column
 from .events import (

@@ -32,10 +32,9 @@ distributed step over all groups:
    (:func:`.sticky_pairing.synced_state`).
 3. **water-fill rounds** (:func:`.sticky_counts.balancing_round`), once a pairing
    round finds nothing, while Kafka's rule still fails (owners above the level,
-   targets the fit got wrong); no pairing round follows them (on the benchmark's 100
-   mixed groups, the pairing rounds after a water-fill round and the member rows
-   rebuilt for them cost about 3-4 s of a 12-14 s call, and in two of four seeds kept
-   fewer owned partitions):
+   targets the fit got wrong); no pairing round follows them (pairing rounds after a
+   water-fill round, and the member rows rebuilt for them, cost a large share of a call
+   and could keep fewer owned partitions):
    every member picks the single topic of its worst violation, as giver or
    receiver, and per topic the members that picked it redistribute its
    partitions among themselves by a water-fill over their other loads

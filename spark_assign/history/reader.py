@@ -12,9 +12,9 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from .errors import HistoryError
-from .history_tables import KEY, PAIR, TP
-from .storage import DeltaStore
+from ..errors import HistoryError
+from ..storage import DeltaStore
+from .tables import KEY, PAIR, TP
 
 
 class HistoryReader:
@@ -80,7 +80,7 @@ class HistoryReader:
 
     def members(self, group_id: str | None = None) -> DataFrame:
         """The recorded members of every generation
-        (:data:`~spark_assign.history_tables.MEMBERS_SCHEMA`), of one group if given;
+        (:data:`~spark_assign.history.tables.MEMBERS_SCHEMA`), of one group if given;
         generations recorded without their members have no rows."""
         df = self._committed("members")
         return df if group_id is None else df.where(F.col("group_id") == group_id)

@@ -2,8 +2,8 @@
 
 One row per generation: members, partitions and their spread, partitions moved
 since the previous generation (recorded before, or earlier in the same call),
-revocations and lags (:data:`~spark_assign.history_tables.GENERATIONS_SCHEMA`).
-:func:`~spark_assign.recording.write_generations` commits it last, as the commit
+revocations and lags (:data:`~spark_assign.history.tables.GENERATIONS_SCHEMA`).
+:func:`~spark_assign.history.commit.write_generations` commits it last, as the commit
 marker of the call.
 """
 
@@ -12,9 +12,9 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from .frames import per_group
-from .history_tables import KEY, TP
-from .lineage import in_small_call, materialize, stored_rows
+from ..frames import per_group
+from ..lineage import in_small_call, materialize, stored_rows
+from .tables import KEY, TP
 
 
 def generation_stats(history, a_rows, r_rows, new, *, revoked_known, lost_known, lags_known) -> DataFrame:
@@ -22,7 +22,7 @@ def generation_stats(history, a_rows, r_rows, new, *, revoked_known, lost_known,
     :data:`spark_assign.history.GENERATIONS_SCHEMA`) but the record id and time.
 
     ``a_rows`` / ``r_rows``: the call's ``assignments`` / ``revocations`` rows;
-    ``new``: its new generations (:data:`~spark_assign.recording.GENERATION_META`);
+    ``new``: its new generations (:data:`~spark_assign.history.commit.GENERATION_META`);
     ``*_known``: whether the revoked, lost and lag counts are known (else null).
 
     >>> generation_stats(history, a_rows, r_rows, new, revoked_known=True,

@@ -89,8 +89,6 @@ TABLES = {
     "generations": GENERATIONS_SCHEMA,
 }
 
-COOPERATIVE_STRATEGIES = ("cooperative-sticky",)
-
 #: the key columns: a generation of a group, the call that recorded it (its commit
 #: marker in ``generations``), and a partition
 PAIR = ["group_id", "generation"]

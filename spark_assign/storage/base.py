@@ -1,64 +1,20 @@
-"""Delta tables with or without Delta's Spark jars: the one storage switch.
-
-Two backends write and read the same standard Delta tables:
-
-``spark-delta``
-    The Spark session has Delta configured (Databricks, or ``spark-submit
-    --packages io.delta:delta-spark_2.13:<version>`` with Delta's SQL extension
-    or catalog): Spark's own ``format("delta")`` writes and reads, catalog
-    tables through ``saveAsTable`` / ``spark.table``. Idempotence uses Delta's
-    ``txnAppId`` / ``txnVersion`` write options.
-
-``embedded`` (the default here, no Delta jars)
-    Spark writes the Parquet files in parallel into ``<table>/_staging/<uuid>/``;
-    on a local file system they are then renamed into the table folder under
-    unique names. The ``deltalake`` package (delta-rs) commits them as ONE
-    Delta transaction of ``add`` actions (paths relative to the table root,
-    with size, modification time and ``numRecords`` stats) carrying an
-    app-id/version transaction marker, so a commit retried with the same app
-    id is skipped. Reads go through the table's active files only
-    (``DeltaTable(path).file_uris()``): Parquet files written but never
-    committed are never read.
-
-A run killed between the Parquet write and the commit leaves Parquet files
-that no commit references: readers never see them, ``VACUUM`` removes them,
-and ``_staging`` folders may be deleted whenever no write is running.
-
-Everything above this module (:mod:`spark_assign.history`, the pipelines)
-calls :class:`DeltaStore` and does not care which backend runs: it is the
-part both backends share, and ``DeltaStore(...)`` builds the chosen backend's
-subclass (:mod:`spark_assign.delta_backends`). The input readers
-(:func:`read_input`, :func:`detect_format`) live in :mod:`spark_assign.input_files`
-and are importable from here too.
-
-Concurrent writers: the ``spark-delta`` backend needs no lock (its
-:meth:`~spark_assign.delta_backends.SparkDeltaStore.append_new` is a conditional commit); the
-embedded backend's writers take turns under the history's lock file (:mod:`spark_assign.locking`),
-so it is for a local or network file system that every writer sees.
-"""
+"""What both storage backends share: the backends' names and choice, the table schema in
+Arrow, the rows conformed to it, a table's handle (:class:`DeltaStore`) and its checks, and
+staged rows (:class:`Staged`)."""
 
 from __future__ import annotations
 
+import os
+import re
+from collections.abc import Callable
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
-from .errors import HistoryError
-from .frames import empty, sql_name
-from .input_files import (  # noqa: F401  (re-exported: callers read their inputs through this module)
-    CSV_ARRAY_COLUMNS,
-    INPUT_FORMATS,
-    detect_format,
-    read_input,
-)
-from .locations import (  # noqa: F401  (re-exported: part of the storage switch)
-    is_delta_path,
-    is_path,
-    local_path,
-    pinned,
-    spark_delta_configured,
-)
+from ..errors import HistoryError
+from ..frames import empty, sql_name
+from ..locations import is_path, local_path, pinned, spark_delta_configured
 
 SPARK_DELTA = "spark-delta"
 EMBEDDED = "embedded"
@@ -136,11 +92,11 @@ def marked(metadata: dict[str, Any] | None, app_id: str) -> dict[str, Any]:
 class DeltaStore:
     """One Delta table, at a path or under a catalog name, on either backend.
 
-    ``DeltaStore(spark, location, schema, backend=None)`` returns the subclass of
-    the backend :func:`choose_backend` picks (:class:`~spark_assign.delta_backends.SparkDeltaStore`
-    or :class:`~spark_assign.delta_backends.EmbeddedStore`); this class holds what both share.
+    :func:`spark_assign.storage.open_table` builds the backend's subclass
+    (:class:`~spark_assign.storage.spark_delta.SparkDeltaStore` or
+    :class:`~spark_assign.storage.embedded.EmbeddedStore`); this class holds what both share.
 
-    >>> store = DeltaStore(spark, "/tmp/history/assignments", schema)  # doctest: +SKIP
+    >>> store = open_table(spark, "/tmp/history/assignments", schema)  # doctest: +SKIP
     >>> store.append(df, app_id="spark-assign:assignments:abc")        # doctest: +SKIP
     >>> store.read().count()                                            # doctest: +SKIP
     """
@@ -148,18 +104,7 @@ class DeltaStore:
     #: the backend of the subclass (:data:`SPARK_DELTA` or :data:`EMBEDDED`)
     backend: str
 
-    def __new__(cls, spark: SparkSession, location: str, schema: T.StructType, *,
-                backend: str | None = None) -> DeltaStore:
-        impl: type[DeltaStore] = cls
-        if cls is DeltaStore:
-            from .delta_backends import EmbeddedStore, SparkDeltaStore
-
-            impl = SparkDeltaStore if choose_backend(spark, backend) == SPARK_DELTA else EmbeddedStore
-        elif backend is not None and choose_backend(spark, backend) != cls.backend:
-            raise HistoryError(f"{cls.__name__} is the {cls.backend!r} storage backend, not {backend!r}")
-        return super().__new__(impl)
-
-    def __init__(self, spark: SparkSession, location: str, schema: T.StructType, *, backend: str | None = None):
+    def __init__(self, spark: SparkSession, location: str, schema: T.StructType):
         self.spark = spark
         # the embedded backend writes with Spark (relative paths from its JVM's working
         # directory) and commits from Python (from this process's): a relative folder is
@@ -185,7 +130,7 @@ class DeltaStore:
     def check_writable(self) -> None:
         """Raise HistoryError, before anything is written, when the table cannot take this
         version's rows (a damaged table, or columns of another version): see
-        :func:`spark_assign.delta_backends._check_writable`."""
+        :func:`check_writable_folder`."""
 
     def committed(self, app_id: str) -> bool:
         """True if a commit with transaction marker ``app_id`` is in the table."""
@@ -234,9 +179,9 @@ class DeltaStore:
                    metadata: dict[str, Any] | None = None) -> bool:
         """:meth:`append`, unless a row with the same ``keys`` was committed meanwhile: then
         :class:`~spark_assign.errors.ConcurrentWriteError`. The embedded backend's writers take
-        turns under the history's lock (:mod:`spark_assign.locking`), so a plain append is
+        turns under the history's lock (:mod:`spark_assign.storage.locking`), so a plain append is
         already conditional there; the spark-delta backend commits conditionally
-        (:meth:`~spark_assign.delta_backends.SparkDeltaStore.append_new`)."""
+        (:meth:`~spark_assign.storage.spark_delta.SparkDeltaStore.append_new`)."""
         return self.append(df, app_id=app_id, metadata=metadata)
 
     def stage(self, df: DataFrame) -> Staged:
@@ -261,7 +206,7 @@ class Staged:
     """Rows staged by :meth:`DeltaStore.stage`: ``rows`` (a DataFrame) and ``commit``.
 
     ``files``: the Parquet files already written for them (embedded backend:
-    :class:`~spark_assign.delta_backends.StagedFiles`), None when the commit writes
+    :class:`~spark_assign.storage.embedded.StagedFiles`), None when the commit writes
     the rows (spark-delta backend).
     """
 
@@ -279,3 +224,49 @@ class Staged:
         if unique:
             return self.store.append_new(self.rows, unique, app_id=app_id, metadata=metadata)
         return self.store.append(self.rows, app_id=app_id, metadata=metadata)
+
+
+#: the name of a Parquet file :meth:`EmbeddedStore.write_files` moved into a table folder
+#: (Spark's part file, named after its write's uuid); committed by the write's next step
+UNCOMMITTED_PART = re.compile(r"part-\d{5}-[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}-c\d{3}(\.\w+)?\.parquet")
+
+
+def check_writable_folder(store: DeltaStore, columns: Callable[[], list[str]]) -> None:
+    """Raise HistoryError when the table at ``store``'s local path cannot take this version's
+    rows: its folder holds something that is not a Delta table, its Delta log cannot be read,
+    or its ``columns()`` differ from this version's (a column missing, or one added by a newer
+    spark-assign). Remote paths are left to Delta."""
+    local = local_path(store.location)
+    if local is None or not os.path.exists(local):
+        return
+    if not os.path.isdir(local):
+        raise HistoryError(f"history table {store.location!r} is a file, not a Delta table folder")
+    if not os.path.isdir(os.path.join(local, "_delta_log")):
+        # a first write killed before its commit leaves its part files and no log: in no
+        # table, they are overwritten by nothing and read by no one (VACUUM deletes them)
+        found = sorted(n for n in os.listdir(local) if n != STAGING_DIR and not UNCOMMITTED_PART.fullmatch(n))
+        if found:
+            raise HistoryError(f"history table {store.location!r} is not a Delta table: the folder holds "
+                               f"{found[:5]} and no _delta_log; expected an empty or missing folder")
+        return
+    check_columns(store, columns)
+
+
+def check_columns(store: DeltaStore, columns: Callable[[], list[str]]) -> None:
+    try:
+        found = columns()
+    except HistoryError:
+        raise
+    except Exception as exc:
+        raise HistoryError(f"cannot read the Delta schema of {store.location!r}: {exc}") from None
+    expected = store.schema.fieldNames()
+    missing = [c for c in expected if c not in found]
+    extra = [c for c in found if c not in expected]
+    if missing or extra:
+        raise HistoryError(
+            f"history table {store.location!r} has columns {found}, expected {expected}"
+            + (f": missing {missing} (not a spark-assign history, or damaged)" if missing else "")
+            + (f": extra {extra} (written by a newer spark-assign? upgrade to record into it)" if extra else ""))
+
+
+#: the Delta transaction marker of :meth:`SparkDeltaStore.append_new`'s commits: its version is

@@ -54,73 +54,17 @@ Concurrent writers: the ``generations`` commit lands only if none of its pairs w
 committed meanwhile, so two writers of the same generation of a group land exactly one, and
 the other gets a retryable :class:`~spark_assign.errors.ConcurrentWriteError`; writers of
 different generations both land. The ``spark-delta`` backend commits conditionally
-(:meth:`~spark_assign.delta_backends.SparkDeltaStore.append_new`); the embedded backend's
-writers take turns under a lock file (:mod:`spark_assign.locking`).
+(:meth:`~spark_assign.storage.spark_delta.SparkDeltaStore.append_new`); the embedded backend's
+writers take turns under a lock file (:mod:`spark_assign.storage.locking`).
 
-Code: :class:`AssignmentHistory` is the handle; its read methods live in
-:class:`~spark_assign.history_reader.HistoryReader`, its writes in
-:class:`~spark_assign.recording.HistoryWriter` (with the ``generations`` summary in
-:mod:`spark_assign.generation_stats`), the tables' schemas in
-:mod:`spark_assign.history_tables`.
+Code: :class:`~.handle.AssignmentHistory` is the handle (:mod:`.handle`); its read methods
+live in :class:`~.reader.HistoryReader`, its writes in :class:`~.writer.HistoryWriter` (with the
+``generations`` summary in :mod:`.stats`), the tables' schemas in :mod:`.tables`.
 """
 
-from __future__ import annotations
+from .handle import AssignmentHistory
+from .tables import ASSIGNMENTS_SCHEMA, GENERATIONS_SCHEMA, MEMBERS_SCHEMA, REVOCATIONS_SCHEMA, TABLES
+from .commit import record_id
 
-from pyspark.sql import SparkSession
-
-from .history_reader import HistoryReader  # noqa: F401  (re-exported: the read half)
-from .history_tables import (  # noqa: F401  (re-exported: the schemas are part of the history's API)
-    ASSIGNMENTS_SCHEMA,
-    COOPERATIVE_STRATEGIES,
-    GENERATIONS_SCHEMA,
-    KEY,
-    MEMBER_ROW,
-    MEMBERS_SCHEMA,
-    PAIR,
-    REVOCATIONS_SCHEMA,
-    TABLES,
-    TP,
-)
-from .recording import (  # noqa: F401  (re-exported: history.record_id, the write half)
-    GENERATION_META,
-    HistoryWriter,
-    record_id,
-    write_generations,
-)
-from .storage import EMBEDDED, DeltaStore, choose_backend, is_path, pinned
-
-
-class AssignmentHistory(HistoryWriter):
-    """The generation history of consumer groups, kept in Delta tables: the read
-    methods of :class:`~spark_assign.history_reader.HistoryReader` and the writes of
-    :class:`~spark_assign.recording.HistoryWriter` over one Delta table per name of
-    :data:`TABLES`.
-
-    >>> history = AssignmentHistory("out/history")                     # doctest: +SKIP
-    >>> history.record(assign(members, parts, "range"), members=members,
-    ...                partitions=parts, strategy="range").show()     # doctest: +SKIP
-    >>> history.latest().where("group_id = 'g1'").show()              # doctest: +SKIP
-    """
-
-    def __init__(self, location: str, spark: SparkSession | None = None, *, backend: str | None = None):
-        if spark is None:
-            spark = SparkSession.getActiveSession()
-            if spark is None:
-                from .session import local_session
-
-                spark = local_session()
-        self.spark = spark
-        self.backend = choose_backend(spark, backend)
-        location = location.rstrip("/") if is_path(location) else location
-        # its lock and checks are taken from this process, like its tables' commits (DeltaStore)
-        self.location = pinned(location) if self.backend == EMBEDDED else location
-        sep = "/" if is_path(location) else "."
-        self.stores = {
-            name: DeltaStore(spark, f"{self.location}{sep}{name}", schema, backend=self.backend)
-            for name, schema in TABLES.items()
-        }
-
-    def optimize(self) -> None:
-        """Compact each table's small files (Delta OPTIMIZE)."""
-        for store in self.stores.values():
-            store.compact()
+__all__ = ["AssignmentHistory", "ASSIGNMENTS_SCHEMA", "GENERATIONS_SCHEMA", "MEMBERS_SCHEMA", "REVOCATIONS_SCHEMA",
+           "TABLES", "record_id"]

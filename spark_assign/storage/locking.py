@@ -3,9 +3,9 @@
 Delta appends do not conflict with each other, so two pipelines recording the same
 generation of a group into one history at the same moment would both land it. The
 ``spark-delta`` backend commits its ``generations`` conditionally
-(:meth:`~spark_assign.delta_backends.SparkDeltaStore.append_new`) and takes no lock; delta-rs,
+(:meth:`~spark_assign.storage.spark_delta.SparkDeltaStore.append_new`) and takes no lock; delta-rs,
 which commits the embedded backend's files, has no such commit here, so there the
-writer (:func:`spark_assign.recording.write_generations`) therefore holds
+writer (:func:`spark_assign.history.commit.write_generations`) therefore holds
 ``<history>/_commit.lock`` from the check of which generations are already recorded to
 its last commit: the second writer waits, then finds the generation recorded. The
 same assignment is then a no-op (idempotence); a different one fails with
@@ -28,7 +28,7 @@ import socket
 import time
 from collections.abc import Iterator
 
-from .errors import HistoryError
+from ..errors import HistoryError
 
 LOCK_NAME = "_commit.lock"
 #: how long a writer waits for another's lock
