@@ -36,7 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import MEMBER_COLS, SparkJobs, Timing, fmt_s, run_peer, session, to_python, write_results
 
-from spark_assign import assign, check_assignment, next_round_members
+from spark_assign import assign, check_assignment
+from spark_assign.strategies.cooperative_sticky import next_round_members
 
 STRATEGIES = ("range", "roundrobin", "sticky", "cooperative-sticky")
 

@@ -51,7 +51,7 @@ def assign(
     ...     [("g1", "c0", ["t0"]), ("g1", "c1", ["t0"])],
     ...     "group_id string, member_id string, topics array<string>")
     >>> parts = spark.createDataFrame([("t0", p) for p in range(3)], "topic string, partition int")
-    >>> assign(members, parts, "range").orderBy("partition").show()  # doctest: +SKIP
+    >>> assign(members, parts, "range").orderBy("partition").show()
     +--------+---------+-----+---------+
     |group_id|member_id|topic|partition|
     +--------+---------+-----+---------+
@@ -59,6 +59,7 @@ def assign(
     |      g1|       c0|   t0|        1|
     |      g1|       c1|   t0|        2|
     +--------+---------+-----+---------+
+    <BLANKLINE>
 
     ``validate=False`` skips the input checks (one Spark action: the members' checks and
     the partitions' per-topic summary) for inputs already known to be valid. ``checkpoint``

@@ -172,7 +172,7 @@ def normalize_members(members: DataFrame, *, keep: dict[str, T.DataType] | None 
 
     >>> normalize_members(spark.createDataFrame(
     ...     [("g", "m1", ["t"])], "group_id string, member_id string, topics array<string>"
-    ... )).columns  # doctest: +SKIP
+    ... )).columns
     ['group_id', 'member_id', 'group_instance_id', 'rack', 'topics', 'owned', 'generation', 'assignors']
     """
     return conform_columns(members, {**MEMBER_COLUMNS, **(keep or {})}, REQUIRED_MEMBER_COLUMNS, "members",
@@ -264,7 +264,8 @@ def topic_sizes(partitions: DataFrame) -> DataFrame:
     last_partition`` (a topic is numbered ``0 .. n - 1``, as Kafka numbers it, when
     ``last_partition == num_partitions - 1``).
 
-    >>> topic_sizes(normalize_partitions(partitions)).show()  # doctest: +SKIP
+    >>> topic_sizes(normalize_partitions(spark.createDataFrame([("t", 0), ("t", 1)], "topic string, partition int"))).collect()
+    [Row(topic='t', num_partitions=2, last_partition=1)]
     """
     return partitions.groupBy("topic").agg(
         F.count("*").cast("int").alias("num_partitions"), F.max("partition").alias("last_partition"))
@@ -309,7 +310,11 @@ class InputCheck:
     ``offending`` is a frame whose rows, if it has any, are a problem, and ``explain`` raises
     the error that names them (it runs only then).
 
-    >>> InputCheck(members.where("size(topics) = 0"), lambda: raise_no_topics(members))  # doctest: +SKIP
+    >>> m = normalize_members(spark.createDataFrame([("g", "m1", [])], "group_id string, member_id string, topics array<string>"))
+    >>> p = normalize_partitions(spark.createDataFrame([("t", 0)], "topic string, partition int"))
+    >>> check = InputCheck(m.where("size(topics) = 0"), lambda: print("a member subscribes to nothing"))
+    >>> validate_inputs(m, p, checks=[check], sizes=False)
+    a member subscribes to nothing
     """
 
     offending: DataFrame

@@ -16,13 +16,11 @@ lag 0. Negative lags or offsets, a log start above the log end, null keys and a
 partition listed twice for a group raise :class:`~spark_assign.errors.InvalidLagsError`
 naming the rows.
 
-Measures: :func:`lag_report` (per member), :func:`lag_balance` (per group) and
-:func:`compare_strategies` (several strategies on the same input).
+Measures: :func:`lag_report` (per member) and :func:`lag_balance` (per group);
+:func:`~spark_assign.compare.compare_strategies` runs several strategies on the same input.
 """
 
 from __future__ import annotations
-
-from collections.abc import Iterable
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -57,7 +55,7 @@ def partition_lags(lags: DataFrame, auto_offset_reset: str = "latest", *, valida
     ...     [("g", "t", 0, 1111, 9999, None)],
     ...     "group_id string, topic string, partition int, log_start_offset long, "
     ...     "log_end_offset long, committed_offset long")
-    >>> partition_lags(offsets, "earliest").first().lag  # doctest: +SKIP
+    >>> partition_lags(offsets, "earliest").first().lag
     8888
     """
     cols = set(lags.columns)
@@ -151,10 +149,12 @@ def lag_balance(assignment: DataFrame, lags: DataFrame | None, members: DataFram
 
     >>> lag_balance(assign(members, parts, "range", lags=lags), lags).show()  # doctest: +SKIP
     """
-    return _balance(lag_report(assignment, lags, members), ["group_id"])
+    return balance_of(lag_report(assignment, lags, members), ["group_id"])
 
 
-def _balance(report: DataFrame, keys: list[str]) -> DataFrame:
+def balance_of(report: DataFrame, keys: list[str]) -> DataFrame:
+    """Per ``keys`` of a :func:`lag_report` (with those columns): ``members, max_lag, mean_lag,
+    max_mean_ratio``."""
     return report.groupBy(*keys).agg(
         F.count("*").cast("long").alias("members"),
         F.max("total_lag").cast("long").alias("max_lag"),
@@ -163,35 +163,3 @@ def _balance(report: DataFrame, keys: list[str]) -> DataFrame:
         "max_mean_ratio",
         F.when(F.col("mean_lag") > 0, F.col("max_lag") / F.col("mean_lag")).otherwise(F.lit(1.0)),
     )
-
-
-def compare_strategies(
-    members: DataFrame,
-    partitions: DataFrame,
-    lags: DataFrame | None,
-    strategies: Iterable[str] = ("range", "roundrobin", "lag-aware"),
-    **options,
-) -> DataFrame:
-    """Each strategy's assignment of the same input, measured per member:
-    ``strategy, group_id, member_id, partitions, total_lag`` (members assigned
-    nothing included). ``options`` go to every strategy that takes them
-    (``lags`` goes to all).
-
-    >>> compare_strategies(members, parts, lags, ["range", "lag-aware"]).show()  # doctest: +SKIP
-    """
-    from .assign import assign
-
-    lag = partition_lags(lags) if lags is not None else None
-    out: DataFrame | None = None
-    for s in strategies:
-        a = assign(members, partitions, s, lags=lag, **(options if s == "lag-aware" else {}))
-        rep = lag_report(a, lag, members).select(F.lit(s).alias("strategy"), "*")
-        out = rep if out is None else out.unionByName(rep)
-    assert out is not None, "no strategies given"
-    return out
-
-
-def compare_balance(report: DataFrame) -> DataFrame:
-    """Per strategy and group, from :func:`compare_strategies`: ``strategy, group_id,
-    members, max_lag, mean_lag, max_mean_ratio``."""
-    return _balance(report, ["strategy", "group_id"])

@@ -125,14 +125,17 @@ def check_common_assignor(members: DataFrame) -> DataFrame:
 def select_assignor(members: DataFrame, *, validate: bool = True) -> DataFrame:
     """The assignor the coordinator selects for each group: ``group_id, assignor, votes``.
 
+    A tie, one vote each and a rank sum of 1 each, goes to the name first in Java's order:
+
     >>> select_assignor(spark.createDataFrame(
     ...     [("g", "a", ["t"], ["cooperative-sticky", "range"]), ("g", "b", ["t"], ["range", "cooperative-sticky"])],
-    ...     "group_id string, member_id string, topics array<string>, assignors array<string>")).show()  # doctest: +SKIP
+    ...     "group_id string, member_id string, topics array<string>, assignors array<string>")).show()
     +--------+------------------+-----+
     |group_id|          assignor|votes|
     +--------+------------------+-----+
-    |       g|cooperative-sticky|    1|   (tie 1-1; both rank sums are 1; name order)
+    |       g|cooperative-sticky|    1|
     +--------+------------------+-----+
+    <BLANKLINE>
 
     With ``validate`` (default) groups without a common assignor raise
     NoCommonAssignorError first (one job); otherwise they are absent.

@@ -37,8 +37,10 @@ member's partitions move when another member gets them).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -83,6 +85,9 @@ from .rebalance_round import Prepared, Round, next_round_state, run_round
 from .reconcile import mark_consumer_groups, with_group_protocols
 from .small_inputs import decide_small_inputs
 from .strategies.registry import COOPERATIVE, EAGER, GROUP_PROTOCOLS, strategy_name, strategy_options
+
+if TYPE_CHECKING:
+    from .history import AssignmentHistory
 
 ASSIGNMENT_ROUND_COLUMNS = ("group_id", "generation", "round", "member_id", "topic", "partition")
 REVOCATION_COLUMNS = ("group_id", "generation", "round", "member_id", "topic", "partition", "kind")
@@ -142,31 +147,72 @@ def _with_extra(members: DataFrame) -> tuple[DataFrame, list[str], DataFrame | N
     return m, extra, extra_df, stored
 
 
-@explains_lost_executors
-@small_call_scope
 def rebalance(
     members: DataFrame,
     partitions: DataFrame,
     *,
-    lags: DataFrame | None = None,
-    history: Any = None,
-    protocol_rule: str = "static",
     strategy: str | None = None,
+    options: Mapping[str, Any] | None = None,
+    lags: DataFrame | None = None,
+    protocol_rule: str = "static",
+    group_protocol: str = "classic",
     max_rounds: int = 5,
-    unavailable: DataFrame | None = None,
     departed: DataFrame | None = None,
-    recorded_at: Any = None,
+    rejoined: DataFrame | None = None,
+    history: AssignmentHistory | None = None,
     first_generation: int | None = None,
+    recorded_at: datetime | None = None,
     check: bool = False,
     validate: bool = True,
-    group_protocol: str = "classic",
-    rejoined: DataFrame | None = None,
-    owners: DataFrame | None = None,
-    away: DataFrame | None = None,
-    **options: Any,
 ) -> RebalanceResult:
     """Rebalance every group in ``members``: selection, protocol, revocations,
     assignment and follow-up rounds until nothing is pending.
+
+    The assignor: ``strategy`` forces one for every group (as if every member listed only
+    it; default: the one Kafka selects from the members' ``assignors``), with ``options``
+    (each strategy takes those it declares), reading ``lags``. The protocol: ``protocol_rule``
+    (``static``, Kafka's; ``dynamic``, KIP-726's proposal), ``group_protocol`` (``classic``
+    or ``consumer``, KIP-848), at most ``max_rounds`` rounds. What the members owned:
+    ``members``' ``owned`` lists, with ``departed`` and ``rejoined`` as
+    :func:`~spark_assign.ownership.owned_from_history` gives them. The record: ``history``,
+    ``first_generation``, ``recorded_at``; ``check`` holds every round to the property checks.
+    The details of each are below (:func:`rebalance_rounds`).
+
+    >>> r = rebalance(members, partitions, protocol_rule="dynamic")  # doctest: +SKIP
+    >>> r.summary.show(); r.final.show()                            # doctest: +SKIP
+    """
+    return rebalance_rounds(
+        members, partitions, strategy=strategy, options=options or {}, lags=lags, protocol_rule=protocol_rule,
+        group_protocol=group_protocol, max_rounds=max_rounds, departed=departed, rejoined=rejoined,
+        history=history, first_generation=first_generation, recorded_at=recorded_at, check=check,
+        validate=validate)
+
+
+@explains_lost_executors
+@small_call_scope
+def rebalance_rounds(
+    members: DataFrame,
+    partitions: DataFrame,
+    *,
+    strategy: str | None = None,
+    options: Mapping[str, Any],
+    lags: DataFrame | None = None,
+    protocol_rule: str = "static",
+    group_protocol: str = "classic",
+    max_rounds: int = 5,
+    departed: DataFrame | None = None,
+    rejoined: DataFrame | None = None,
+    history: AssignmentHistory | None = None,
+    first_generation: int | None = None,
+    recorded_at: datetime | None = None,
+    check: bool = False,
+    validate: bool = True,
+    unavailable: DataFrame | None = None,
+    owners: DataFrame | None = None,
+    away: DataFrame | None = None,
+) -> RebalanceResult:
+    """:func:`rebalance`, with what a simulation's step adds: ``unavailable``, ``owners`` and
+    ``away`` (below).
 
     ``members`` follows the input contract (``assignors`` drives the selection;
     an optional ``protocol`` column is the protocol each member followed in its
@@ -212,9 +258,6 @@ def rebalance(
     ``away`` (``group_id, member_id``): consumer groups' members that send no heartbeat (a
     crash, or a static member that left, before its session expires): they revoke nothing
     and take nothing from others, so what the target moves off them waits for their expiry.
-
-    >>> r = rebalance(members, partitions, protocol_rule="dynamic")  # doctest: +SKIP
-    >>> r.summary.show(); r.final.show()                            # doctest: +SKIP
     """
     if protocol_rule not in PROTOCOL_RULES:
         raise InvalidOptionError(f"unknown protocol_rule {protocol_rule!r}: expected one of {PROTOCOL_RULES}")

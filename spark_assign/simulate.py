@@ -25,33 +25,30 @@ under several settings at once (:mod:`spark_assign.simulation.what_if`).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame
 
 from .lost_executors import explains_lost_executors
 from .simulation.analytics import (
-    SIMULATION_SCHEMA,
-    analytics_sql,
     as_of_generation,
     generation_version,
     record_simulation,
     register_analytics_views,
     run_analytics,
-    simulation_store,
-    simulation_table,
 )
-from .simulation.events import EVENT_COLUMNS, KINDS, MEMBER_KINDS, SYNTHETIC_KINDS, normalize_events, validate_events
-from .simulation.phases import SCOPE
 from .simulation.replay import SimulationResult, protocol_of, replay
 from .simulation.timing import Timing
-from .simulation.what_if import VARIANT_KEYS, WHAT_IF_COLUMNS, compare, what_if
+from .simulation.what_if import compare, what_if
 
+if TYPE_CHECKING:
+    from .history import AssignmentHistory
+
+#: what a user of the simulation calls: the replay, its what-if and comparison, the clock's
+#: settings, and the analytics over a recorded replay (the rest is in :mod:`spark_assign.simulation`)
 __all__ = [
-    "simulate", "what_if", "compare", "SimulationResult", "normalize_events", "validate_events",
-    "simulation_store", "simulation_table", "analytics_sql", "register_analytics_views", "run_analytics",
-    "generation_version", "as_of_generation", "EVENT_COLUMNS", "KINDS", "MEMBER_KINDS", "SYNTHETIC_KINDS",
-    "SIMULATION_SCHEMA", "SCOPE", "VARIANT_KEYS", "WHAT_IF_COLUMNS", "Timing",
+    "simulate", "what_if", "compare", "SimulationResult", "Timing",
+    "register_analytics_views", "run_analytics", "generation_version", "as_of_generation",
 ]
 
 
@@ -63,23 +60,25 @@ def simulate(
     strategy: str | None = None,
     protocol_rule: str = "static",
     timing: Timing | Mapping[str, Any] | None = None,
+    options: Mapping[str, Any] | None = None,
     scheduled_rebalance_max_delay_ms: int = 0,
     lags: DataFrame | None = None,
-    history: Any = None,
+    history: AssignmentHistory | None = None,
     max_rounds: int = 5,
     validate: bool = True,
     group_protocol: str | None = None,
-    **options: Any,
 ) -> SimulationResult:
     """Replay ``events`` (see the module doc) for every group through rebalances.
 
     ``partitions``: the initial metadata (``topic, partition``), the same for
     every group. ``strategy``: force one assignor (default: Kafka's selection
-    from the members' ``assignors``). ``lags``: initial lags (``topic,
+    from the members' ``assignors``); ``options``: the strategies' options (``{"rack_aware":
+    False}``: each strategy takes those it declares, and one no strategy declares is an
+    :class:`~spark_assign.errors.InvalidOptionError`). ``lags``: initial lags (``topic,
     partition, lag``, optionally ``group_id``). ``history``: an
     :class:`~spark_assign.history.AssignmentHistory`; every rebalance round is
     recorded as a generation and the simulated times go to the ``simulation``
-    table beside it (:func:`simulation_store`). All events are validated before
+    table beside it (:func:`~spark_assign.simulation.analytics.simulation_store`). All events are validated before
     anything is recorded.
 
     ``timing``: both protocols' timers (:class:`~spark_assign.simulation.timing.Timing`,
@@ -108,7 +107,7 @@ def simulate(
         events, partitions, strategy=strategy, protocol_rule=protocol_rule, timing=Timing.of(timing),
         group_protocol=group_protocol,
         scheduled_rebalance_max_delay_ms=scheduled_rebalance_max_delay_ms, lags=lags, keep_rows=history is not None,
-        max_rounds=max_rounds, validate=validate, **options)
+        max_rounds=max_rounds, validate=validate, options=options or {})
     if history is not None and rows is not None:
         record_simulation(history, rows, result.generations, result.revocations, lags_known=result.lags is not None)
     return result

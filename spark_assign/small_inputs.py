@@ -37,7 +37,7 @@ def may_be_small(members: DataFrame, max_rows: int, partitions_per_group: int) -
     partitions at least. False says the call is not small with no other read: a read of the
     members' whole rows (owned lists included) or of a partitions list costs several times this one.
 
-    >>> may_be_small(spark.createDataFrame([("g", ["t"])], "group_id string, topics array<string>"), 100, 64)  # doctest: +SKIP
+    >>> may_be_small(spark.createDataFrame([("g", ["t"])], "group_id string, topics array<string>"), 100, 64)
     True
     """
     rows = rows_within(members.selectExpr("group_id", f"{_SUBSCRIBED} AS _subscribed"), max_rows)

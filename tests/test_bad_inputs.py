@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 import spark_assign
+import spark_assign.errors
 from spark_assign import AssignmentHistory, assign, partition_lags, rebalance, simulate, what_if
 from spark_assign.cli import rebalance as rebalance_job
 from spark_assign.cli import simulate as simulate_job
@@ -122,11 +123,11 @@ def run_call(spark, case, history: AssignmentHistory):
     if call == "assign":
         assign(get("members"), get("partitions"), strategy, **kwargs, **options).count()
     elif call == "rebalance":
-        rebalance(get("members"), get("partitions"), strategy=strategy, history=history, **kwargs, **options)
+        rebalance(get("members"), get("partitions"), strategy=strategy, history=history, options=options, **kwargs)
     elif call == "lags":
         partition_lags(get("lags")).count()
     elif call == "simulate":
-        simulate(get("events"), get("partitions"), strategy=strategy, history=history, **kwargs, **options)
+        simulate(get("events"), get("partitions"), strategy=strategy, history=history, options=options, **kwargs)
     elif call == "what_if":
         what_if(get("events"), get("partitions"), **kwargs).count()
     else:
@@ -145,7 +146,7 @@ def test_the_table_covers_what_the_issue_lists():
 def test_bad_input(spark, case, tmp_path, recorded, capsys):
     folder = prepare_history(case.get("history"), tmp_path / "history", recorded)
     before = tree_bytes(folder)
-    error = getattr(spark_assign, case["error"])
+    error = getattr(spark_assign.errors, case["error"])
     call = case.get("call", "assign")
     if call.startswith("pipeline_"):
         job = rebalance_job if call == "pipeline_rebalance" else simulate_job

@@ -18,8 +18,9 @@ from chispa import assert_df_equality
 from pyspark.sql import functions as F
 from test_generated_properties import generate_groups
 
-from spark_assign import assign, check_assignment, next_round_members
+from spark_assign import assign, check_assignment
 from spark_assign.lineage import SMALL_CALL_CONF
+from spark_assign.strategies.cooperative_sticky import next_round_members
 
 #: Spark's generated code, with no fallback to the interpreter
 GENERATED = {"spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryMode": "CODEGEN_ONLY"}

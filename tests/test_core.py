@@ -4,23 +4,12 @@ import pytest
 from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
-from spark_assign import (
-    STRATEGIES,
-    AssignmentPropertyError,
-    InvalidMembersError,
-    InvalidPartitionsError,
-    MissingColumnError,
-    SparkAssignError,
-    UnknownStrategyError,
-    assign,
-    check_assignment,
-    diagnostics,
-    resolve_owned,
-    revocations,
-    strategy_name,
-)
-from spark_assign.inputs import normalize_members, normalize_partitions
+from spark_assign import AssignmentPropertyError, SparkAssignError, assign, check_assignment
+from spark_assign.errors import InvalidMembersError, InvalidPartitionsError, MissingColumnError, UnknownStrategyError
+from spark_assign.inputs import diagnostics, normalize_members, normalize_partitions
 from spark_assign.ordering import with_member_index
+from spark_assign.owned import resolve_owned
+from spark_assign.properties import revocations
 from spark_assign.quota import (
     max_quota,
     min_quota,
@@ -29,6 +18,7 @@ from spark_assign.quota import (
     rank_for_position,
     start_for_rank,
 )
+from spark_assign.strategies.registry import STRATEGIES, strategy_name
 
 MEMBERS = "group_id string, member_id string, topics array<string>"
 OWNED_MEMBERS = (

@@ -71,7 +71,8 @@ def test_local_materialization_fails_clearly_and_records_nothing(fault_outcomes)
     ("reliable", "needs a checkpoint directory: set spark.checkpoint.dir"),
 ])
 def test_materialization_setting_is_checked(spark, setting, fragment):
-    from spark_assign import InvalidOptionError, assign, materialization
+    from spark_assign import InvalidOptionError, assign
+    from spark_assign.lineage import materialization
 
     assert materialization(spark) == "local"  # the test session has no checkpoint directory
     spark.conf.set("spark.assign.materialization", setting)

@@ -13,9 +13,10 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import functions as F
 
-from spark_assign import ConcurrentWriteError, HistoryError, assign, simulate
+from spark_assign import HistoryError, assign, simulate
+from spark_assign.errors import ConcurrentWriteError
 from spark_assign.history import TABLES, AssignmentHistory
-from spark_assign.simulate import simulation_store
+from spark_assign.simulation.analytics import simulation_store
 from spark_assign.storage import EMBEDDED, SPARK_DELTA
 
 #: the tests that run over Spark Connect too (its server has Delta's jars, conftest.py): a record,

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 from chispa import assert_df_equality
 
+from spark_assign.compare import compare_balance, compare_strategies
 from spark_assign.errors import InvalidLagsError, MissingColumnError
-from spark_assign.lags import compare_balance, compare_strategies, lag_balance, lag_report, partition_lags
+from spark_assign.lags import lag_balance, lag_report, partition_lags
 
 OFFSETS = ("group_id string, topic string, partition int, log_start_offset long, log_end_offset long, "
            "committed_offset long, auto_offset_reset string")

@@ -9,7 +9,7 @@ from spark_assign.errors import NoCommonAssignorError
 from spark_assign.frames import union_all
 from spark_assign.history import AssignmentHistory
 from spark_assign.properties import check_assignment, cooperative_violations
-from spark_assign.rebalance import rebalance
+from spark_assign.rebalance import rebalance, rebalance_rounds
 
 
 def _with_protocol(spark, cases, members):
@@ -131,7 +131,7 @@ def test_sticky_family_in_one_call(spark):
 
 @pytest.mark.parametrize("strategy", [None, "sticky"])
 def test_given_owners_change_nothing_but_the_plan(spark, strategy):
-    """rebalance(owners=...), as simulate() gives its carried ownership: the owners the
+    """rebalance_rounds(owners=...), as simulate() gives its carried ownership: the owners the
     members' owned lists resolve to give the same rounds, revocations and moves as resolving
     them inside the call (cooperative and eager groups, joiners and leavers; with every
     group on ``sticky``, every member EAGER, so the revocations are counted per member and
@@ -146,7 +146,7 @@ def test_given_owners_change_nothing_but_the_plan(spark, strategy):
     members = _with_protocol(spark, cases, members)
     owners = resolve_owned(normalize_members(members), partitions, subscribed_only=False).drop("generation")
     plain = rebalance(members, partitions, protocol_rule="dynamic", strategy=strategy)
-    given = rebalance(members, partitions, protocol_rule="dynamic", strategy=strategy, owners=owners)
+    given = rebalance_rounds(members, partitions, protocol_rule="dynamic", strategy=strategy, options={}, owners=owners)
     assert given.rounds == plain.rounds
     for name in ("summary", "final", "revocations"):
         assert_df_equality(getattr(given, name), getattr(plain, name), ignore_row_order=True)

@@ -8,7 +8,9 @@ from pyspark.sql import functions as F
 
 from spark_assign.errors import InvalidEventsError, NoCommonAssignorError
 from spark_assign.history import AssignmentHistory
-from spark_assign.simulate import compare, normalize_events, simulate, simulation_table, validate_events
+from spark_assign.simulate import compare, simulate
+from spark_assign.simulation.analytics import simulation_table
+from spark_assign.simulation.events import normalize_events, validate_events
 from spark_assign.simulation.timing import INSTANT_CLASSIC, Timing
 
 E = ("group_id string, at long, kind string, member_id string, group_instance_id string, "

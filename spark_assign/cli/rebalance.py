@@ -312,7 +312,7 @@ def run(cfg: dict[str, Any], spark: SparkSession) -> DataFrame:
         rebalancing, partitions, lags=lags, history=history, protocol_rule=cfg["protocol_rule"],
         strategy=cfg.get("strategy"), max_rounds=int(cfg["max_rounds"]), departed=departed,
         first_generation=cfg.get("generation"), check=bool(cfg.get("check")), rejoined=rejoined,
-        **(cfg.get("options") or {}))
+        options=cfg.get("options") or {})
     return summarize(history, result.summary, members, partitions, source)
 
 

@@ -122,7 +122,8 @@ def run(config: dict, spark: SparkSession | None = None) -> dict:
     and the what-if table."""
     from ..history import AssignmentHistory
     from ..session import local_session
-    from ..simulate import simulate, simulation_table, what_if
+    from ..simulate import simulate, what_if
+    from ..simulation.analytics import simulation_table
     from .report import write_report
 
     spark = spark or local_session("spark-assign-simulate")
@@ -139,7 +140,7 @@ def run(config: dict, spark: SparkSession | None = None) -> dict:
         group_protocol=config.get("group_protocol"),  # null: classic, or the strategy's (uniform: KIP-848)
     )
     timing = Timing.of(config.get("timing"))
-    options = dict(config.get("options") or {}, max_rounds=int(config.get("max_rounds") or 5))
+    options, max_rounds = dict(config.get("options") or {}), int(config.get("max_rounds") or 5)
     variants = list(config.get("what_if") or [])
     comparison = None
     t0 = time.time()
@@ -155,7 +156,7 @@ def run(config: dict, spark: SparkSession | None = None) -> dict:
             recorded = "_scenario"
             variants.append({"name": recorded, **main})
         comparison = what_if(events, partitions, variants, history=history, record_variant=recorded,
-                             timing=timing, **settings, **options)
+                             timing=timing, **settings, options=options, max_rounds=max_rounds)
         if hidden:
             comparison = comparison.where(F.col("variant") != recorded)
         comparison = comparison.orderBy("group_id", "variant")
@@ -163,7 +164,7 @@ def run(config: dict, spark: SparkSession | None = None) -> dict:
         logging.info("simulated with %d what-if variant(s) in %.1f s", len(variants), time.time() - t0)
     else:
         simulate(events, partitions, strategy=config.get("strategy"), history=history, timing=timing, **settings,
-                 **options)
+                 options=options, max_rounds=max_rounds)
         logging.info("simulated in %.1f s", time.time() - t0)
     report = out / "report.html"
     write_report(history, report, what_if=comparison, title=config.get("title", "spark-assign scenario"),

@@ -62,9 +62,9 @@ live in :class:`~.reader.HistoryReader`, its writes in :class:`~.writer.HistoryW
 ``generations`` summary in :mod:`.stats`), the tables' schemas in :mod:`.tables`.
 """
 
+from .commit import record_id
 from .handle import AssignmentHistory
 from .tables import ASSIGNMENTS_SCHEMA, GENERATIONS_SCHEMA, MEMBERS_SCHEMA, REVOCATIONS_SCHEMA, TABLES
-from .commit import record_id
 
 __all__ = ["AssignmentHistory", "ASSIGNMENTS_SCHEMA", "GENERATIONS_SCHEMA", "MEMBERS_SCHEMA", "REVOCATIONS_SCHEMA",
            "TABLES", "record_id"]

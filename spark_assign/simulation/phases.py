@@ -30,7 +30,7 @@ from ..frames import join_small, one_partition, per_group, sql_name, union_all
 from ..inputs import owned_or_empty
 from ..lineage import in_small_call, materialize_state, partitioned_by
 from ..protocol import canonical_assignors, member_protocol
-from ..rebalance import rebalance
+from ..rebalance import rebalance_rounds
 from ..strategies.registry import EAGER
 
 #: separates the group from the topic in group-scoped topic names
@@ -274,9 +274,9 @@ def _rebalance_step(state: ReplayState, step: Step, flags: DataFrame, rb_groups:
     # a consumer group's members away (crashed, or static and left) keep what they hold
     away = (step.roster.join(rb_groups, _G, "left_semi").where("status = 'away'").selectExpr(_G, "member_id")
             if step.flags is not None and step.flags.away else None)
-    r = rebalance(members, scoped_parts, lags=scoped_lags, protocol_rule=protocol_rule, max_rounds=max_rounds,
-                  unavailable=unavailable, departed=dep_rows, validate=False, strategy=strategy, owners=owners,
-                  away=away, **options)
+    r = rebalance_rounds(members, scoped_parts, lags=scoped_lags, protocol_rule=protocol_rule, max_rounds=max_rounds,
+                         unavailable=unavailable, departed=dep_rows, validate=False, strategy=strategy, owners=owners,
+                         away=away, options=options)
     last = r.summary.groupBy(_G).agg(F.expr(
         "max_by(named_struct('generation', generation, 'protocol', protocol), round) AS _l"))
     state.groups = materialize_state(state.groups.join(per_group(last.selectExpr(_G)), _G, "left_anti").unionByName(

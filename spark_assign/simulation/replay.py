@@ -19,6 +19,7 @@ the same phases run once over all steps instead (:mod:`.batched`).
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,7 +110,7 @@ def protocol_of(strategy: str | None, group_protocol: str | None) -> str:
     return group_protocol_of(strategy, group_protocol)
 
 
-def all_options(strategy: str | None, options: dict[str, Any]) -> dict[str, Any]:
+def all_options(strategy: str | None, options: Mapping[str, Any]) -> dict[str, Any]:
     """``options`` checked against the strategies a replay can run (every client
     strategy when groups select theirs), parsed; InvalidOptionError otherwise."""
     parsed: dict[str, Any] = {}
@@ -121,7 +122,8 @@ def all_options(strategy: str | None, options: dict[str, Any]) -> dict[str, Any]
 @small_call_scope
 def replay(events: DataFrame, partitions: DataFrame, *, strategy, protocol_rule, timing: Timing,
            scheduled_rebalance_max_delay_ms, lags, keep_rows: bool, max_rounds: int, validate: bool,
-           group_protocol: str = "classic", batch: bool = True, **options: Any) -> tuple[SimulationResult, DataFrame | None]:
+           group_protocol: str = "classic", batch: bool = True,
+           options: Mapping[str, Any]) -> tuple[SimulationResult, DataFrame | None]:
     """:func:`~spark_assign.simulate` without the recording: the result, and (``keep_rows``)
     every recorded generation's assignment rows with their lags (None when nothing rebalanced).
     ``batch=False``: the step loop even where all steps could run at once (:mod:`.batched`)."""

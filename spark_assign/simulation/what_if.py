@@ -8,7 +8,7 @@ and the comparison table of a replay's variants.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
@@ -20,6 +20,9 @@ from .analytics import record_simulation
 from .events import normalize_events
 from .replay import SimulationResult, protocol_of, replay
 from .timing import TIMING_COLUMNS, Timing
+
+if TYPE_CHECKING:
+    from ..history import AssignmentHistory
 
 VARIANT_KEYS = ("name", "strategy", "protocol_rule", "timing", "scheduled_rebalance_max_delay_ms", "group_protocol")
 
@@ -39,12 +42,12 @@ def what_if(
     scheduled_rebalance_max_delay_ms: int = 0,
     protocol_rule: str = "static",
     lags: DataFrame | None = None,
-    history: Any = None,
+    history: AssignmentHistory | None = None,
     record_variant: str | None = None,
     max_rounds: int = 5,
     validate: bool = True,
     group_protocol: str | None = None,
-    **options: Any,
+    options: Mapping[str, Any] | None = None,
 ) -> DataFrame:
     """The same events under several strategies / protocols, in one replay.
 
@@ -105,7 +108,7 @@ def what_if(
     r, recorded_rows = replay(
         ev, partitions, strategy=None, protocol_rule=protocol_rule, timing=base,
         scheduled_rebalance_max_delay_ms=scheduled_rebalance_max_delay_ms, lags=vlags,
-        keep_rows=history is not None, max_rounds=max_rounds, validate=validate, **options)
+        keep_rows=history is not None, max_rounds=max_rounds, validate=validate, options=options or {})
     if history is not None and recorded_rows is not None:
         tables: tuple[DataFrame, ...] = (recorded_rows, r.generations, r.revocations)
         if record_variant is not None:

@@ -1,0 +1,45 @@
+"""Strategies side by side: each strategy's assignment of the same input, measured by lag.
+
+>>> report = compare_strategies(members, parts, lags, ["range", "lag-aware"])  # doctest: +SKIP
+>>> compare_balance(report).show()                                            # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from .assign import assign
+from .lags import balance_of, lag_report, partition_lags
+
+
+def compare_strategies(
+    members: DataFrame,
+    partitions: DataFrame,
+    lags: DataFrame | None,
+    strategies: Iterable[str] = ("range", "roundrobin", "lag-aware"),
+    **options,
+) -> DataFrame:
+    """Each strategy's assignment of the same input, measured per member:
+    ``strategy, group_id, member_id, partitions, total_lag`` (members assigned
+    nothing included). ``options`` go to every strategy that takes them
+    (``lags`` goes to all).
+
+    >>> compare_strategies(members, parts, lags, ["range", "lag-aware"]).show()  # doctest: +SKIP
+    """
+    lag = partition_lags(lags) if lags is not None else None
+    out: DataFrame | None = None
+    for s in strategies:
+        a = assign(members, partitions, s, lags=lag, **(options if s == "lag-aware" else {}))
+        rep = lag_report(a, lag, members).select(F.lit(s).alias("strategy"), "*")
+        out = rep if out is None else out.unionByName(rep)
+    assert out is not None, "no strategies given"
+    return out
+
+
+def compare_balance(report: DataFrame) -> DataFrame:
+    """Per strategy and group, from :func:`compare_strategies`: ``strategy, group_id,
+    members, max_lag, mean_lag, max_mean_ratio``."""
+    return balance_of(report, ["strategy", "group_id"])
