@@ -57,7 +57,7 @@ def _replay(events, parts, lags, *, batch):
     # the instant classic clock: every event's rebalance at its own time, the batched path's case
     return replay(events, parts, strategy=None, protocol_rule="static", timing=Timing(classic=INSTANT_CLASSIC),
                   scheduled_rebalance_max_delay_ms=0, lags=lags, keep_rows=True, max_rounds=5, validate=True,
-                  batch=batch)
+                  batch=batch, options={})
 
 
 def test_all_steps_at_once_equal_the_step_loop(spark, caplog):

@@ -13,7 +13,7 @@ the same phases run once over all steps instead (:mod:`.batched`).
 
 >>> result, rows = replay(events, partitions, strategy=None, protocol_rule="static",
 ...                       timing=Timing(), scheduled_rebalance_max_delay_ms=0,
-...                       lags=None, keep_rows=False, max_rounds=5, validate=True)  # doctest: +SKIP
+...                       lags=None, keep_rows=False, max_rounds=5, validate=True, options={})  # doctest: +SKIP
 """
 
 from __future__ import annotations
