@@ -141,8 +141,9 @@ def check_agreement(run: LiveRun, result, history, sizes: dict[str, int], heartb
     # one wait apart (tryCompleteInitialRebalanceElseSchedule)
     wait = GROUP_TIMERS["group.initial.rebalance.delay.ms"]
     joins = sorted(e["at"] for e in run.events if e["kind"] == "join")
-    raced = joins and any(abs((j - joins[0]) % wait - wait * ((j - joins[0]) % wait > wait / 2)) <= RACE_MS
-                          for j in joins[1:] if j - joins[0] <= 2 * wait)
+    # how far each later join of the first two waits lies from the nearest wait boundary
+    raced = any(min((j - joins[0]) % wait, wait - (j - joins[0]) % wait) <= RACE_MS
+                for j in joins[1:] if j - joins[0] <= 2 * wait)
     if raced and 1 in late and abs(abs(live[1] - model[1]) - wait) <= heartbeat_ms:
         late.pop(1)
     assert not late, f"generations more than a heartbeat ({heartbeat_ms} ms) apart: {late} ({run.logs})"
