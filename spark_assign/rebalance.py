@@ -210,9 +210,10 @@ def rebalance_rounds(
     unavailable: DataFrame | None = None,
     owners: DataFrame | None = None,
     away: DataFrame | None = None,
+    frozen: DataFrame | None = None,
 ) -> RebalanceResult:
-    """:func:`rebalance`, with what a simulation's step adds: ``unavailable``, ``owners`` and
-    ``away`` (below).
+    """:func:`rebalance`, with what a simulation's step adds: ``unavailable``, ``owners``,
+    ``away`` and ``frozen`` (below).
 
     ``members`` follows the input contract (``assignors`` drives the selection;
     an optional ``protocol`` column is the protocol each member followed in its
@@ -258,6 +259,10 @@ def rebalance_rounds(
     ``away`` (``group_id, member_id``): consumer groups' members that send no heartbeat (a
     crash, or a static member that left, before its session expires): they revoke nothing
     and take nothing from others, so what the target moves off them waits for their expiry.
+    ``frozen`` (``group_id``): COOPERATIVE groups that revoke nothing, while a deferred
+    resolution's delay runs (Kafka Connect's incremental cooperative protocol): their members
+    keep what they hold, and only what nobody holds is handed out
+    (:func:`~spark_assign.rebalance_round.revoking_nothing`).
     """
     if protocol_rule not in PROTOCOL_RULES:
         raise InvalidOptionError(f"unknown protocol_rule {protocol_rule!r}: expected one of {PROTOCOL_RULES}")
@@ -290,7 +295,8 @@ def rebalance_rounds(
         state = state.withColumn("_gen", F.expr(f"CAST(_base + {rnd} AS INT)"))
         runs = rounds[-1].pending_runs if rounds else prep.runs  # later rounds: the pending groups' assignors
         r = run_round(prep, state, rnd, runs, rounds[-1].assignment if rounds else None, targets, lags=lags,
-                       run_options=run_options, departed=departed if rnd == 1 else None, away=away)
+                       run_options=run_options, departed=departed if rnd == 1 else None, away=away,
+                       frozen=frozen)
         rounds.append(r)
         if check:
             sm = normalize_members(state)

@@ -18,7 +18,8 @@ from .frames import TP as _TP
 from .frames import join_small, one_row, owned_lists, per_group, sql_name, sql_string, union_all
 from .inputs import MEMBER_COLUMNS, normalize_members, owned_or_empty
 from .lineage import in_small_call, materialize, materialize_state, stored_rows
-from .reconcile import SERVER_RUN, reconciliation_round
+from .owned import partition_claims
+from .reconcile import SERVER_RUN, reconciliation_round, with_away_members
 from .strategies.range import no_member_racks
 from .strategies.registry import COOPERATIVE, COOPERATIVE_ASSIGNORS, EAGER
 from .strategies.sticky import sticky_assignment
@@ -154,13 +155,15 @@ def as_joined(state: DataFrame) -> DataFrame:
 
 def run_round(prep: Prepared, state: DataFrame, rnd: int, runs: list[str], prev_a: DataFrame | None,
               targets: dict[str, DataFrame], *, lags: DataFrame | None, run_options: dict[str, dict[str, Any]],
-              departed: DataFrame | None, away: DataFrame | None = None) -> Round:
+              departed: DataFrame | None, away: DataFrame | None = None,
+              frozen: DataFrame | None = None) -> Round:
     """Round ``rnd`` over the groups of ``state`` (with ``_gen``, the round's generation):
     the assignment (one distributed call per assignor in ``runs``, the sticky family's in
     one: :func:`sticky_runs`), the revocations (``departed``: added to them, in the first
     round) and the summary (one action, which also lists the runs still pending; in a small
     call the summary's store, whose rows give them). ``away``: consumer groups' members that
-    send no heartbeat (:func:`~spark_assign.reconcile.with_away_members`)."""
+    send no heartbeat (:func:`~spark_assign.reconcile.with_away_members`); ``frozen``: the
+    cooperative groups that revoke nothing (:func:`revoking_nothing`)."""
     p = prep.partitions
     # in a small call the members (``state``) and the partitions are local relations
     # (:func:`~spark_assign.rebalance._prepare`): the assignors read short plans over them,
@@ -190,11 +193,15 @@ def run_round(prep: Prepared, state: DataFrame, rnd: int, runs: list[str], prev_
     if not parts:  # no group to assign (a round always has some: a guard for empty input)
         parts.append(state.selectExpr(_G, "member_id", "CAST(NULL AS STRING) AS topic",
                                       "CAST(NULL AS INT) AS partition").limit(0))
+    handed = union_all(parts)
+    if frozen is not None:  # deferred resolution is the incremental cooperative protocol's
+        frozen = frozen.join(state.where(f"_gproto = {sql_string(COOPERATIVE)}").select(_G), _G, "left_semi")
+        handed = revoking_nothing(handed, joined.selectExpr(*columns), p, frozen)
     # the round's generation through each row's member (a broadcast of the members: a distinct
     # per group was a shuffle more)
     member_gens = state.selectExpr(_G, "member_id", "_gen")
     in_round = [_G, "_gen AS generation", f"{rnd} AS round", "member_id", *_TP]
-    a = materialize(join_small(union_all(parts), member_gens, [_G, "member_id"]).selectExpr(*in_round))
+    a = materialize(join_small(handed, member_gens, [_G, "member_id"]).selectExpr(*in_round))
     # revocations: EAGER gives up everything; COOPERATIVE what it no longer gets;
     # a member that held under COOPERATIVE and now faces an EAGER assignor (dynamic rule) loses
     is_lost = f"_rule = 'dynamic' AND protocol = {sql_string(COOPERATIVE)} AND _gproto = {sql_string(EAGER)}"
@@ -233,6 +240,25 @@ def run_round(prep: Prepared, state: DataFrame, rnd: int, runs: list[str], prev_
         pending = {run for run, n in zip(rows["_run"].to_pylist(), rows["pending"].to_pylist())
                    if n is not None and n > 0 and run is not None}
     return Round(assignment=a, revocations=rev, summary=s, pending_runs=sorted(pending))
+
+
+def revoking_nothing(handed: DataFrame, members: DataFrame, partitions: DataFrame, frozen: DataFrame) -> DataFrame:
+    """A round's assignment ``handed`` where the ``frozen`` groups (``group_id``) revoke nothing:
+    each of their members keeps what it holds, and only the partitions nobody holds go out, to
+    the owners ``handed`` gives them. Kafka Connect's incremental cooperative assignor makes no
+    load-balancing revocation while a deferred resolution's delay runs
+    (``IncrementalCooperativeAssignor.performTaskAssignment``: "Do not revoke resources for
+    re-assignment while a delayed rebalance is active"); it assigns the new work only.
+    ``members``: normalized, with the owned lists the assignor saw (an EAGER member's empty).
+
+    >>> revoking_nothing(a, members, partitions, spark.createDataFrame([("g",)], "group_id string"))  # doctest: +SKIP
+    """
+    frozen = frozen.select(_G).distinct()
+    mine = handed.join(frozen, _G, "left_semi")
+    keeping = members.join(frozen, _G, "left_semi")
+    claims = partition_claims(keeping, partitions, subscribed_only=False)
+    kept = with_away_members(mine, mine, claims, keeping.select(_G, "member_id"))
+    return handed.join(frozen, _G, "left_anti").unionByName(kept)
 
 
 def round_summary(prep: Prepared, state: DataFrame, a: DataFrame, rev_counts: DataFrame, rnd: int,

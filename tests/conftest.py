@@ -2,6 +2,7 @@
 
 * ``-m fast``: the case tables and unit tests, in the suite's one Spark session: no broker,
   no JVM of their own, no Connect copies. The inner loop (``pytest -m fast``).
+* ``-m release``: the long live replays, run before a release; left out unless ``-m`` names them.
 * ``broker``: the session's Apache Kafka broker (tests/kafka_broker.py), started on first
   use from the cached jars (fetched when the cache is empty) and stopped at the end. A test
   that used it and failed prints the tail of the broker's log.
@@ -26,6 +27,12 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(config, items):
+    # the release tier runs only where -m names it (``-m release``): deselected, never skipped
+    if "release" not in (config.option.markexpr or ""):
+        released = [item for item in items if item.get_closest_marker("release")]
+        if released:
+            config.hook.pytest_deselected(items=released)
+            items[:] = [item for item in items if not item.get_closest_marker("release")]
     for item in items:
         callspec = getattr(item, "callspec", None)
         on_connect = callspec is not None and callspec.params.get("spark") == "connect"

@@ -13,13 +13,15 @@ What must agree:
   model's: each unassigned interval's start and end.
 
 In CI: classic cooperative-sticky through the rolling upgrade's first restart (a crash inside the
-session timeout, a static member's bounce, a restart), and the whole sample under KIP-848.
+session timeout, a static member's bounce, a restart), and the whole sample under KIP-848. Before
+a release (``-m release``): the whole sample under classic EAGER range.
 docs/simulation.md says what the rest of the classic sample found that the model does not follow
 yet.
 """
 
 from __future__ import annotations
 
+import pytest
 from kafka_broker import GROUP_TIMERS
 from live_replay import LiveRun, consumed, holdings, replay_live, timing
 from pyspark.sql import functions as F
@@ -181,6 +183,19 @@ def test_classic_cooperative_sticky_matches_the_broker(spark, broker, tmp_path):
     # order, and the members' ids are random: who gets the extra partition is not determined
     check_agreement(run, result, history, sizes, Timing.of(timing()).classic.heartbeat_interval_ms)
 
+
+
+@pytest.mark.release
+def test_classic_eager_range_matches_the_broker(spark, broker, tmp_path):
+    """The whole sample under classic EAGER range (every member lists only ``range``): every
+    rebalance one round in which every member revokes everything, the crash held until its
+    session expires, the static member's bounce and restart (no rebalance: the selected assignor
+    stays ``range``), the grown topic noticed on the leader's metadata refresh."""
+    events, sizes = scenario(spark, "live-range.", 200_000)
+    broker.create_topics(sizes)
+    run = replay_live(broker, events[0]["group_id"], events, strategy="range")
+    result, history = modelled(spark, tmp_path, run, sizes, strategy="range")
+    check_agreement(run, result, history, sizes, Timing.of(timing()).classic.heartbeat_interval_ms)
 
 
 def live_targets(run: LiveRun) -> list[tuple[int, int]]:

@@ -274,9 +274,12 @@ def _rebalance_step(state: ReplayState, step: Step, flags: DataFrame, rb_groups:
     # a consumer group's members away (crashed, or static and left) keep what they hold
     away = (step.roster.join(rb_groups, _G, "left_semi").where("status = 'away'").selectExpr(_G, "member_id")
             if step.flags is not None and step.flags.away else None)
+    # while a deferred resolution's timer runs, Connect revokes nothing to balance the members
+    frozen = (step.groups.join(rb_groups, _G, "left_semi").where("_hold_until IS NOT NULL").select(_G)
+              if step.flags is not None and step.flags.delay else None)
     r = rebalance_rounds(members, scoped_parts, lags=scoped_lags, protocol_rule=protocol_rule, max_rounds=max_rounds,
                          unavailable=unavailable, departed=dep_rows, validate=False, strategy=strategy, owners=owners,
-                         away=away, options=options)
+                         away=away, frozen=frozen, options=options)
     last = r.summary.groupBy(_G).agg(F.expr(
         "max_by(named_struct('generation', generation, 'protocol', protocol), round) AS _l"))
     state.groups = materialize_state(state.groups.join(per_group(last.selectExpr(_G)), _G, "left_anti").unionByName(
