@@ -21,7 +21,7 @@ import subprocess
 import sys
 import time
 
-from common import RESULTS, ROOT, machine, session
+from common import ROOT, session, write_results
 
 sys.path.insert(0, str(ROOT / "tests"))
 
@@ -118,26 +118,17 @@ def main() -> None:
     finally:
         broker.stop()
     a, b = statistics.median(ours), statistics.median(theirs)
-    lines = [
-        f"### capture() of a cluster: {args.groups} groups, {args.topics * args.partitions} partitions",
-        "",
-        f"{machine()}; Apache Kafka {KAFKA_VERSION} (one KRaft broker on loopback, from the cached jars). "
-        f"{args.groups} groups with committed offsets on {args.per_group} partitions each, {args.live} with a "
-        f"live member; setup {setup:.1f} s. {args.runs} runs, A B A B.",
-        "",
-        "| what | median s | runs (s) |",
-        "|---|---|---|",
-        f"| `capture(spark, bootstrap)`, every group ({groups} groups) | {a:.2f} | "
-        f"{', '.join(f'{x:.2f}' for x in ours)} |",
-        f"| peer: `kafka-consumer-groups --describe --all-groups` (a new JVM; {rows} rows) | {b:.2f} | "
-        f"{', '.join(f'{x:.2f}' for x in theirs)} |",
-        "",
-        f"capture / peer: {a / b:.2f}. Admin requests of one capture ({sum(requests.values())} in all, batched per "
-        f"coordinator, not one per group): " + ", ".join(f"{k} {v}" for k, v in requests.items()) + ".",
-        "",
-    ]
-    (RESULTS / "capture.md").write_text("\n".join(lines))
-    print("\n".join(lines))
+    write_results(
+        "capture", f"capture() of a cluster: {args.groups} groups, {args.topics * args.partitions} partitions",
+        ["what", "median s", "runs (s)"],
+        [["capture(spark, bootstrap), every group", f"{a:.2f}", ", ".join(f"{x:.2f}" for x in ours)],
+         [f"peer: kafka-consumer-groups --describe --all-groups (a new JVM, {rows} rows)", f"{b:.2f}",
+          ", ".join(f"{x:.2f}" for x in theirs)]],
+        notes=f"Apache Kafka {KAFKA_VERSION}, one KRaft broker on loopback. {args.groups} groups ({groups} captured) "
+              f"with committed offsets on {args.per_group} partitions each, {args.live} with a live member; setup "
+              f"{setup:.1f} s; {args.runs} runs, A B A B. capture / peer: {a / b:.2f}. Admin requests of one capture "
+              f"({sum(requests.values())}, batched per coordinator): "
+              + ", ".join(f"{k} {v}" for k, v in requests.items()) + ".")
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ import statistics
 import sys
 import time
 
-from common import RESULTS, ROOT, SparkJobs, machine, session
+from common import ROOT, SparkJobs, session, write_results
 
 sys.path.insert(0, str(ROOT / "tests"))
 
@@ -48,13 +48,12 @@ def main(runs: int = 3) -> None:
             theirs.append(time.perf_counter() - began)
         rows.append((strategy + (" (consumer)" if options else ""), oracle, statistics.median(ours), jobs,
                      statistics.median(theirs)))
-    lines = [f"### The oracle's {GROUPS} generated groups in one assign() per strategy", "",
-             f"{machine()}; Kafka {KAFKA_VERSION}'s assignors in one JVM per run (its start included). "
-             f"Seed {SEED}; {runs} runs after a warm-up, medians.", "",
-             "| strategy | spark-assign s | Spark jobs | Kafka's assignor | Kafka s (a new JVM) |", "|---|---|---|---|---|"]
-    lines += [f"| `{s}` | {a:.2f} | {j} | `{o}` | {b:.2f} |" for s, o, a, j, b in rows]
-    (RESULTS / "oracle.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_results(
+        "oracle", f"The oracle's {GROUPS} generated groups in one assign() per strategy",
+        ["strategy", "spark-assign s", "Spark jobs", "Kafka's assignor", "Kafka s (a new JVM)"],
+        [[s, f"{a:.2f}", j, o, f"{b:.2f}"] for s, o, a, j, b in rows],
+        notes=f"Kafka {KAFKA_VERSION}'s assignors in one JVM per run, its start included. Seed {SEED}; "
+              f"{runs} runs after a warm-up, medians.")
 
 
 if __name__ == "__main__":

@@ -5,8 +5,8 @@ largest sizes build as fast as Spark can. The peer (kafka-python's assignors) ge
 the very same input: :func:`to_python` collects it once (benchmark code only, not
 library code) and :func:`run_peer` times the peer in a subprocess with a time cap.
 
-Every ``bench_*.py`` writes ``benchmarks/results/<area>.md``; ``python
-benchmarks/collect.py`` assembles BENCHMARKS.md from them.
+Every ``bench_*.py`` writes ``benchmarks/results/<area>.json`` (:func:`write_results`), and
+BENCHMARKS.md is generated from them (``python benchmarks/collect.py``).
 """
 
 from __future__ import annotations
@@ -338,18 +338,30 @@ def ratio(peer: Timing | None, ours: Timing, cap: float | None = None) -> str:
     return f"{peer.seconds / ours.seconds:.2f}x"
 
 
+def commit() -> str:
+    """The checkout's commit (short), ``-dirty`` when its tracked files differ from it."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+
+    head = git("rev-parse", "--short", "HEAD") or "?"
+    return head + ("-dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
+
+
 def write_results(area: str, title: str, header: list[str], rows: list[list], notes: str = "") -> Path:
-    """Write ``benchmarks/results/<area>.md``: a section of BENCHMARKS.md."""
+    """Write ``benchmarks/results/<area>.json`` (the table with the machine, the time, the commit
+    and the command that measured it) and regenerate BENCHMARKS.md from every result
+    (``collect.py``). ``notes``: a short paragraph under the table: how it was measured."""
+    from collect import write_page
+
     RESULTS.mkdir(parents=True, exist_ok=True)
-    lines = [f"## {title}", "", f"Machine: {machine()}. Run at {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.", ""]
-    lines.append("| " + " | ".join(header) + " |")
-    lines.append("|" + "---|" * len(header))
-    for r in rows:
-        lines.append("| " + " | ".join(str(x) for x in r) + " |")
-    if notes:
-        lines += ["", notes.strip()]
-    path = RESULTS / f"{area}.md"
-    path.write_text("\n".join(lines) + "\n")
-    (RESULTS / f"{area}.json").write_text(json.dumps({"header": header, "rows": rows}, default=str, indent=1))
-    print("\n".join(lines))
+    result = {
+        "title": title, "machine": machine(), "run_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "commit": commit(), "command": " ".join(["python", *sys.argv]), "header": header,
+        "rows": [[str(x) if not isinstance(x, (int, float)) else x for x in r] for r in rows],
+        "notes": " ".join(notes.split()),
+    }
+    path = RESULTS / f"{area}.json"
+    path.write_text(json.dumps(result, indent=1) + "\n")
+    write_page()
+    print(json.dumps(result, indent=1))
     return path
