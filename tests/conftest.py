@@ -17,7 +17,7 @@ FAST_FILES = {
     "test_bad_inputs.py", "test_cooperative_sticky.py", "test_core.py", "test_kafka_protocol.py", "test_kip848.py",
     "test_lags.py", "test_protocol.py", "test_range.py", "test_roundrobin.py", "test_sticky.py",
     "test_sticky_general.py", "test_storage.py", "test_generated_properties.py", "test_lag_aware.py",
-    "test_simulate_clock.py", "test_layers.py",
+    "test_simulate_clock.py", "test_layers.py", "test_benchmarks_page.py",
 }
 
 
