@@ -23,9 +23,9 @@ the scenario (``--job rebalance``: the two sample rebalances) with the library o
 revision, or ``.`` for the working tree; ``conf/`` and ``data/`` are the working tree's for both), a new
 process per run (its JVM cold, as a user's is), ``--pairs`` processes of each in the order A B B A, each
 running the job ``--repeat`` times (the first cold, then warm); per run its seconds, Spark jobs and py4j
-round trips (the driver's calls into the JVM, a count that does not drift with the machine). The figures
-are copied by hand into ``benchmarks/results/`` (``jvm_profile.md``, ``round_trips.md``), which
-``collect.py`` puts into BENCHMARKS.md.
+round trips (the driver's calls into the JVM, a count that does not drift with the machine). This is
+the A/B of a change against the code before it (``revs main .``): its figures go into the change's
+commit message, not into BENCHMARKS.md, whose tables are the other scripts' current results.
 """
 
 from __future__ import annotations
