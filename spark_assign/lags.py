@@ -128,7 +128,12 @@ def lag_report(assignment: DataFrame, lags: DataFrame | None, members: DataFrame
     ``lags`` in either shape (see :func:`partition_lags`). With ``members``,
     members assigned nothing are listed with 0 partitions and 0 lag.
 
-    >>> lag_report(assign(members, parts, "lag-aware", lags=lags), lags).show()  # doctest: +SKIP
+    >>> a = spark.createDataFrame([("g", "c0", "t", 0), ("g", "c0", "t", 1), ("g", "c1", "t", 2)],
+    ...                           "group_id string, member_id string, topic string, partition int")
+    >>> lags = spark.createDataFrame([("g", "t", 0, 10), ("g", "t", 1, 5), ("g", "t", 2, 40)],
+    ...                              "group_id string, topic string, partition int, lag long")
+    >>> sorted(tuple(r) for r in lag_report(a, lags).collect())
+    [('g', 'c0', 2, 15), ('g', 'c1', 1, 40)]
     """
     rep = with_lags(assignment, lags).groupBy("group_id", "member_id").agg(
         F.count("*").cast("long").alias("partitions"), F.sum("lag").cast("long").alias("total_lag"))
@@ -147,7 +152,13 @@ def lag_balance(assignment: DataFrame, lags: DataFrame | None, members: DataFram
     balance; 1.0 too when every lag is 0). The mean is over the members in the
     assignment, or over all of ``members`` when given.
 
-    >>> lag_balance(assign(members, parts, "range", lags=lags), lags).show()  # doctest: +SKIP
+    >>> a = spark.createDataFrame([("g", "c0", "t", 0), ("g", "c1", "t", 1)],
+    ...                           "group_id string, member_id string, topic string, partition int")
+    >>> lags = spark.createDataFrame([("g", "t", 0, 30), ("g", "t", 1, 10)],
+    ...                              "group_id string, topic string, partition int, lag long")
+    >>> row = lag_balance(a, lags).first()
+    >>> (row.members, row.max_lag, row.mean_lag, row.max_mean_ratio)
+    (2, 30, 20.0, 1.5)
     """
     return balance_of(lag_report(assignment, lags, members), ["group_id"])
 

@@ -181,7 +181,14 @@ def resolve_owned(members: DataFrame, partitions: DataFrame, *, subscribed_only:
 
     Columns: ``group_id, member_id, topic, partition, generation``.
 
-    >>> resolve_owned(members, partitions).where("group_id = 'g1'").show()  # doctest: +SKIP
+    >>> from spark_assign.inputs import normalize_members, normalize_partitions
+    >>> members = normalize_members(spark.createDataFrame(
+    ...     [("g", "a", ["t"], [("t", 0), ("t", 1)], 3), ("g", "b", ["t"], [("t", 1)], 2)],
+    ...     "group_id string, member_id string, topics array<string>, "
+    ...     "owned array<struct<topic:string,partition:int>>, generation int"))
+    >>> partitions = normalize_partitions(spark.createDataFrame([("t", 0), ("t", 1)], "topic string, partition int"))
+    >>> sorted((r.member_id, r.partition, r.generation) for r in resolve_owned(members, partitions).collect())
+    [('a', 0, 3), ('a', 1, 3)]
     """
     return partition_claims(members, partitions, subscribed_only=subscribed_only).where("NOT contested").selectExpr(
         "group_id", "member_id", "topic", "partition", "generation")

@@ -48,7 +48,11 @@ def canonical_assignors(assignors: str = "assignors") -> str:
     nulls dropped, duplicates removed (first position kept), Kafka's default
     list when the column is null or empty: SQL text over ``assignors`` (a SQL expression).
 
-    >>> members.selectExpr("member_id", f"{canonical_assignors()} AS assignors")  # doctest: +SKIP
+    >>> members = spark.createDataFrame(
+    ...     [("a", ["org.apache.kafka.clients.consumer.CooperativeStickyAssignor", None, "cooperative-sticky"]),
+    ...      ("b", None)], "member_id string, assignors array<string>")
+    >>> [(r.member_id, r.assignors) for r in members.selectExpr("member_id", f"{canonical_assignors()} AS assignors").collect()]
+    [('a', ['cooperative-sticky']), ('b', ['range', 'cooperative-sticky'])]
     """
     aliases = ", ".join(f"{sql_string(k)}, {sql_string(v)}" for k, v in ALIASES.items())
     cleaned = f"array_distinct(filter(transform({assignors}, a -> coalesce(map({aliases})[a], a)), a -> a IS NOT NULL))"
