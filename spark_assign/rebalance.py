@@ -49,7 +49,7 @@ from pyspark.sql import types as T
 from .errors import AssignmentPropertyError, InvalidMembersError, InvalidOptionError, raise_if_rows
 from .frames import GROUP as _G
 from .frames import TP as _TP
-from .frames import join_small, one_partition, owned_lists, sql_name, sql_string, union_all
+from .frames import join_small, one_partition, owned_lists, per_group, sql_name, sql_string, union_all
 from .inputs import (
     MEMBER_COLUMNS,
     InputCheck,
@@ -211,9 +211,10 @@ def rebalance_rounds(
     owners: DataFrame | None = None,
     away: DataFrame | None = None,
     frozen: DataFrame | None = None,
+    single_round: DataFrame | None = None,
 ) -> RebalanceResult:
     """:func:`rebalance`, with what a simulation's step adds: ``unavailable``, ``owners``,
-    ``away`` and ``frozen`` (below).
+    ``away``, ``frozen`` and ``single_round`` (below).
 
     ``members`` follows the input contract (``assignors`` drives the selection;
     an optional ``protocol`` column is the protocol each member followed in its
@@ -262,7 +263,9 @@ def rebalance_rounds(
     ``frozen`` (``group_id``): COOPERATIVE groups that revoke nothing, while a deferred
     resolution's delay runs (Kafka Connect's incremental cooperative protocol): their members
     keep what they hold, and only what nobody holds is handed out
-    (:func:`~spark_assign.rebalance_round.revoking_nothing`).
+    (:func:`~spark_assign.rebalance_round.revoking_nothing`). ``single_round`` (``group_id``):
+    groups whose rebalance stops after its first round, what it revoked left unassigned (a
+    replay's classic group whose follow-up round joins the rebalance of the events after it).
     """
     if protocol_rule not in PROTOCOL_RULES:
         raise InvalidOptionError(f"unknown protocol_rule {protocol_rule!r}: expected one of {PROTOCOL_RULES}")
@@ -289,6 +292,9 @@ def rebalance_rounds(
     rounds: list[Round] = []
     problems: list[DataFrame] = []  # with ``check``
     state = prep.members  # members of groups still rebalancing, with their current owned/generation
+    if single_round is not None:  # their first round is their last (the summary's ``_last_round``)
+        state = state.join(per_group(single_round.select(_G).distinct().selectExpr(_G, "true AS _last_round")),
+                           _G, "left")
     targets: dict[str, DataFrame] = {}  # consumer groups: the target of the group epoch, per assignor
     while True:
         rnd = len(rounds) + 1
@@ -308,7 +314,7 @@ def rebalance_rounds(
             r.members = state.selectExpr(
                 _G, "_gen AS generation", "member_id", "group_instance_id", "rack", "topics", "assignors",
                 "lower(_gproto) AS protocol")
-        pending_groups = r.summary.where("pending > 0").selectExpr(_G)
+        pending_groups = r.summary.where("pending > 0 AND NOT _last_round").selectExpr(_G)
         done = state.join(pending_groups, _G, "left_anti").selectExpr(_G).distinct()
         r.final = r.assignment.join(done, _G, "left_semi")
         if rnd >= max_rounds or not r.pending_runs:
@@ -317,7 +323,7 @@ def rebalance_rounds(
         state = next_round_state(state, r.assignment, pending_groups)
 
     per_round = union_all([r.summary for r in rounds])  # with ``_moved_gen``, for the history
-    summary = per_round.drop("_moved_gen", "_run")
+    summary = per_round.drop("_moved_gen", "_run", "_last_round")
     final = union_all([r.final for r in rounds if r.final is not None]).selectExpr(_G, "member_id", *_TP)
     if check:  # each group's final assignment complete, unless still pending at the bound
         still = summary.where(F.col("round") == len(rounds)).where("pending > 0").select(_G)

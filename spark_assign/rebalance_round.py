@@ -63,7 +63,7 @@ class Prepared:
 @dataclass
 class Round:
     """One round: its assignment, revocations and summary (``pending_runs``: the
-    assignors to run of the groups that still have partitions to hand out, the next
+    assignors to run of the groups that still have partitions to hand out and go on, the next
     round's runs); ``final``: the rows of the groups it ends; ``members``: the round's
     members, to record."""
 
@@ -235,10 +235,11 @@ def run_round(prep: Prepared, state: DataFrame, rnd: int, runs: list[str], prev_
     # (in a small call the store was that action: its rows are on the driver already)
     rows = stored_rows(s)
     if rows is None:
-        pending = one_row(s.agg(F.expr("collect_set(CASE WHEN pending > 0 THEN _run END)")))[0]
+        pending = one_row(s.agg(F.expr("collect_set(CASE WHEN pending > 0 AND NOT _last_round THEN _run END)")))[0]
     else:
-        pending = {run for run, n in zip(rows["_run"].to_pylist(), rows["pending"].to_pylist())
-                   if n is not None and n > 0 and run is not None}
+        pending = {run for run, n, last in zip(rows["_run"].to_pylist(), rows["pending"].to_pylist(),
+                                               rows["_last_round"].to_pylist())
+                   if n is not None and n > 0 and run is not None and not last}
     return Round(assignment=a, revocations=rev, summary=s, pending_runs=sorted(pending))
 
 
@@ -251,7 +252,16 @@ def revoking_nothing(handed: DataFrame, members: DataFrame, partitions: DataFram
     re-assignment while a delayed rebalance is active"); it assigns the new work only.
     ``members``: normalized, with the owned lists the assignor saw (an EAGER member's empty).
 
-    >>> revoking_nothing(a, members, partitions, spark.createDataFrame([("g",)], "group_id string"))  # doctest: +SKIP
+    >>> from spark_assign.inputs import normalize_members, normalize_partitions
+    >>> members = normalize_members(spark.createDataFrame(
+    ...     [("g", "a", ["t"], [("t", 0), ("t", 1)]), ("g", "b", ["t"], None)],
+    ...     "group_id string, member_id string, topics array<string>, owned array<struct<topic:string,partition:int>>"))
+    >>> partitions = normalize_partitions(spark.createDataFrame([("t", p) for p in range(3)], "topic string, partition int"))
+    >>> handed = spark.createDataFrame([("g", "a", "t", 0), ("g", "b", "t", 1), ("g", "b", "t", 2)],
+    ...                                "group_id string, member_id string, topic string, partition int")
+    >>> frozen = spark.createDataFrame([("g",)], "group_id string")
+    >>> sorted((r.member_id, r.partition) for r in revoking_nothing(handed, members, partitions, frozen).collect())
+    [('a', 0), ('a', 1), ('b', 2)]
     """
     frozen = frozen.select(_G).distinct()
     mine = handed.join(frozen, _G, "left_semi")
@@ -299,10 +309,11 @@ def round_summary(prep: Prepared, state: DataFrame, a: DataFrame, rev_counts: Da
         owners.selectExpr(_G, "1 AS assigned", f"{flag(moved)} AS moved",
                           f"{flag(moved_gen) if moved_gen is not None else 'CAST(NULL AS INT)'} AS _moved_gen"),
         rev_counts,
-        state.selectExpr(_G, "1 AS _member", "assignor", "votes", "_gproto AS protocol", "_gen", "_run"),
+        state.selectExpr(_G, "1 AS _member", "assignor", "votes", "_gproto AS protocol", "_gen", "_run",
+                         f"{'_last_round' if '_last_round' in state.columns else 'CAST(NULL AS BOOLEAN)'} AS _last_round"),
         prep.needed.selectExpr(_G, "_needed", "unavailable"),
     ], allow_missing=True)
-    constant = ("assignor", "votes", "protocol", "_gen", "_run", "_needed", "unavailable")  # one value per group
+    constant = ("assignor", "votes", "protocol", "_gen", "_run", "_last_round", "_needed", "unavailable")  # per group
     counts = ("assigned", "moved", "_moved_gen", "revoked", "lost")
     s = rows.groupBy(_G).agg(*map(F.expr, (
         "sum(_member) AS members", *[f"max({c}) AS {c}" for c in constant], *[f"sum({c}) AS {c}" for c in counts],
@@ -313,7 +324,7 @@ def round_summary(prep: Prepared, state: DataFrame, a: DataFrame, rev_counts: Da
         "CAST(members AS BIGINT) AS members",
         *[f"CAST(coalesce({c}, 0) AS BIGINT) AS {c}"
           for c in ("assigned", "pending", "unavailable", "revoked", "lost", "moved")],
-        "CAST(_moved_gen AS BIGINT) AS _moved_gen", "_run",
+        "CAST(_moved_gen AS BIGINT) AS _moved_gen", "_run", "coalesce(_last_round, false) AS _last_round",
     ), eager=False)
 
 

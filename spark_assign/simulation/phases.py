@@ -241,7 +241,7 @@ def _rebalance_flags(step: Step, released: DataFrame) -> DataFrame:
     the events of every group of the step call for one, the step's groups (a plan over
     stored rows, nothing to look up)."""
     columns = (_G, "at", "step", "kinds", "_cause", "rebalanced", "_rule", "_gp", "_hb", "_js", "_began", "_revoke",
-               "_strategy")
+               "_merge", "_strategy")
     if step.flags is not None and step.flags.all_trigger:  # nothing to look up
         return step.groups.selectExpr(*[("true AS rebalanced" if c == "rebalanced" else c) for c in columns])
     rel = released.selectExpr(_G).distinct().selectExpr(_G, "true AS _rel")
@@ -277,9 +277,13 @@ def _rebalance_step(state: ReplayState, step: Step, flags: DataFrame, rb_groups:
     # while a deferred resolution's timer runs, Connect revokes nothing to balance the members
     frozen = (step.groups.join(rb_groups, _G, "left_semi").where("_hold_until IS NOT NULL").select(_G)
               if step.flags is not None and step.flags.delay else None)
+    # a classic group whose next join phase opens within a heartbeat of this sync: its
+    # follow-up round, if any, is that phase's rebalance (:func:`.windows.in_phase`)
+    single_round = (flags.join(rb_groups, _G, "left_semi").where("_merge").select(_G)
+                    if step.flags is not None and step.flags.merge else None)
     r = rebalance_rounds(members, scoped_parts, lags=scoped_lags, protocol_rule=protocol_rule, max_rounds=max_rounds,
                          unavailable=unavailable, departed=dep_rows, validate=False, strategy=strategy, owners=owners,
-                         away=away, frozen=frozen, options=options)
+                         away=away, frozen=frozen, single_round=single_round, options=options)
     last = r.summary.groupBy(_G).agg(F.expr(
         "max_by(named_struct('generation', generation, 'protocol', protocol), round) AS _l"))
     state.groups = materialize_state(state.groups.join(per_group(last.selectExpr(_G)), _G, "left_anti").unionByName(

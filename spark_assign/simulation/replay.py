@@ -176,7 +176,8 @@ def replay(events: DataFrame, partitions: DataFrame, *, strategy, protocol_rule,
         F.bool_or(has("partitions_added")).alias("grow"), F.bool_or(has("lag_change")).alias("lag"),
         F.bool_or(has("metadata")).alias("refresh"),
         F.bool_or("triggers").alias("triggers"), F.bool_and(F.coalesce("triggers", F.lit(False))).alias("all_trigger"),
-        F.bool_or(F.col("_delay") > 0).alias("delay"), F.bool_and(stateless_column()).alias("stateless"),
+        F.bool_or(F.col("_delay") > 0).alias("delay"), F.bool_or("_merge").alias("merge"),
+        F.bool_and(stateless_column()).alias("stateless"),
         F.collect_set("_strategy").alias("strategies"), F.bool_and(F.col("_strategy").isNotNull()).alias("forced"),
         F.count("*").alias("groups")).collect()}
     if validate and not all(r.forced for r in per_step.values()):  # a forced assignor is every member's only one

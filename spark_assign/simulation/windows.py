@@ -42,6 +42,14 @@ _WINDOW = "struct<began:bigint,ends:bigint>"
 # delay's last wait extends it by one more wait (tryCompleteInitialRebalanceElseSchedule), up to
 # the rebalance timeout; a member that goes away before it has rejoined makes the phase wait for
 # its session's expiry (removeMemberAndUpdateClassicGroup), also up to the rebalance timeout.
+# After the last phase's sync, up to the members' first heartbeat, the next tick is known, not an
+# average: the members reset their heartbeat timers when their JoinGroup is answered, at the end
+# of the phase (AbstractCoordinator: the heartbeat thread is enabled on the way to
+# COMPLETING_REBALANCE), so they all beat one interval after it (``_AFTER_SYNC``); a cooperative
+# follow-up round's rejoins end there too.
+_AFTER_SYNC = "acc.ends IS NOT NULL AND s.at > acc.ends + _js AND s.at <= acc.ends + _hb"
+_TICK = f"CASE WHEN {_AFTER_SYNC} THEN acc.ends + _hb ELSE s.at + _hb2 END"
+_EXPIRY_TICK = f"CASE WHEN {_AFTER_SYNC} THEN acc.ends + _hb WHEN s.expires THEN s.at + _ew ELSE s.at + _hb2 END"
 _FOLD = f"""
 aggregate(
   array_sort(_steps),
@@ -60,9 +68,8 @@ aggregate(
     WHEN s.opens THEN named_struct(
       'opened', s.at,
       'ends', CASE WHEN s.empty_before THEN s.at + _init
-                   WHEN s.away_end IS NULL AND s.expires THEN s.at + _ew
-                   WHEN s.away_end IS NULL THEN s.at + _hb2
-                   ELSE greatest(s.at + _hb2, least(s.away_end, s.at + _rt)) END,
+                   WHEN s.away_end IS NULL THEN {_EXPIRY_TICK}
+                   ELSE greatest({_TICK}, least(s.away_end, s.at + _rt)) END,
       'initial', s.empty_before,
       'done', CASE WHEN acc.ends IS NULL THEN acc.done
                    ELSE concat(acc.done, array(named_struct('began', acc.opened, 'ends', acc.ends))) END)
@@ -73,13 +80,14 @@ aggregate(
 
 
 def join_phases(steps: DataFrame, away: DataFrame, live: DataFrame) -> DataFrame:
-    """Per classic group, its rebalances: ``group_id, began, ends`` (the join phase's end).
+    """Per classic group, its rebalances: ``group_id, began, ends`` (the join phase's end),
+    ``learned`` (when the members learn of it, and EAGER members revoke).
 
     ``steps``: the steps with their settings columns (``group_id, at, kinds, triggers,
     _gp, _hb, _timeout, _rt, _init``); ``away``: :func:`.events.away_episodes`; ``live``: each
     member's stay in the group, ``group_id, _from, _until`` (null: to the end)."""
     st = steps.where(F.col("_gp") == "classic").select(
-        _G, "at", "triggers", "kinds", F.floor(F.col("_hb") / 2).alias("_hb2"), "_rt", "_init",
+        _G, "at", "triggers", "kinds", F.floor(F.col("_hb") / 2).alias("_hb2"), "_hb", "_js", "_rt", "_init",
         # after an expiry, the others' next tick: a whole number of heartbeats in the session
         # puts one at the expiry itself, a race the broker decides either way (half an interval)
         F.expr("CASE WHEN _hb = 0 THEN 0 WHEN _timeout % _hb = 0 THEN floor(_hb / 2) "
@@ -102,15 +110,21 @@ def join_phases(steps: DataFrame, away: DataFrame, live: DataFrame) -> DataFrame
     has = lambda kind: F.array_contains(F.split("kinds", ","), kind)  # noqa: E731
     rows = (
         st.join(awaited, [_G, "at"], "left").join(present, [_G, "at"], "left")
-        .select(_G, "_hb2", "_ew", "_rt", "_init", F.struct(
+        .select(_G, "_hb2", "_hb", "_js", "_ew", "_rt", "_init", F.struct(
             F.col("at").cast("bigint").alias("at"), F.col("triggers").alias("opens"), has("join").alias("joins"),
             has("expire").alias("expires"),
             F.col("_present").isNull().alias("empty_before"),
             F.col("away_end").cast("bigint").alias("away_end")).cast(_STEP).alias("_s"))
     )
-    folded = rows.groupBy(_G, "_hb2", "_ew", "_rt", "_init").agg(F.collect_list("_s").alias("_steps")).select(
-        _G, F.explode(F.expr(_FOLD)).alias("_w"))
-    return folded.select(_G, F.col("_w.began").alias("began"), F.col("_w.ends").alias("ends"))
+    folded = rows.groupBy(_G, "_hb2", "_hb", "_js", "_ew", "_rt", "_init").agg(F.collect_list("_s").alias("_steps")).select(
+        _G, "_hb", "_js", F.explode(F.expr(_FOLD)).alias("_w"))
+    # when the members learn of it: the first tick after the last sync (``_AFTER_SYNC``), else
+    # half a heartbeat after it began on average; at its end at the latest
+    before = F.lag("_w.ends").over(Window.partitionBy(_G).orderBy("_w.began"))
+    began, end = F.col("_w.began"), F.col("_w.ends")
+    after_sync = (began > before + F.col("_js")) & (began <= before + F.col("_hb"))
+    learned = F.least(F.when(after_sync, before + F.col("_hb")).otherwise(began + F.floor(F.col("_hb") / 2)), end)
+    return folded.select(_G, began.alias("began"), end.alias("ends"), learned.cast("bigint").alias("learned"))
 
 
 # a KIP-848 group's targets: an epoch bump computes one at once, unless the last one is less
@@ -141,7 +155,8 @@ def target_phases(steps: DataFrame) -> DataFrame:
         F.col("at").cast("bigint").alias("at"), F.col("triggers").alias("opens")).alias("_s"))
     folded = st.groupBy(_G, "_ai").agg(F.collect_list("_s").alias("_steps")).select(
         _G, F.explode(F.expr(_TARGET_FOLD)).alias("_w"))
-    return folded.select(_G, F.col("_w.began").alias("began"), F.col("_w.ends").alias("ends"))
+    return folded.select(_G, F.col("_w.began").alias("began"), F.col("_w.ends").alias("ends"),
+                         F.col("_w.ends").alias("learned"))
 
 
 def live_intervals(timeline: DataFrame) -> DataFrame:
@@ -174,9 +189,7 @@ def phase_events(phases: DataFrame, cfg: DataFrame) -> DataFrame:
     classic = F.col("_gp") == "classic"
     sync = p.select(_G, (F.col("ends") + F.col("_js")).alias("at"),
                     F.when(classic, F.lit("sync")).otherwise(F.lit("target")).alias("kind"), none)
-    revoke = p.where(classic & (F.col("_hb") > 0)).select(
-        _G, F.least(F.col("began") + F.floor(F.col("_hb") / 2), F.col("ends")).alias("at"),
-        F.lit("revoke").alias("kind"), none)
+    revoke = p.where(classic & (F.col("_hb") > 0)).select(_G, F.col("learned").alias("at"), F.lit("revoke").alias("kind"), none)
     return sync.unionByName(revoke).select(_G, F.col("at").cast("long").alias("at"), "kind", "member_id")
 
 
@@ -187,9 +200,20 @@ _OWN = "filter(split(kinds, ','), k -> k NOT IN ('sync', 'revoke', 'target'))"
 def in_phase(steps: DataFrame, phases: DataFrame) -> DataFrame:
     """``steps`` with ``_began``: when the join phase that the step is in (up to its ``sync``)
     began, or null (a consumer group's steps, a classic group's steps between rebalances);
-    and ``_cause``: the events the step's generation answers, those of its join phase so
-    far (a ``sync`` step's are the events that began the phase and joined it)."""
-    ph = phases.select(F.col(_G).alias("_pg"), F.col("began").alias("_began"), F.col("ends").alias("_ends"))
+    ``_cause``: the events the step's generation answers, those of its join phase so
+    far (a ``sync`` step's are the events that began the phase and joined it); and ``_merge``:
+    the step is a sync after which the next phase opens by the members' first heartbeat, so that a
+    cooperative follow-up round of its rebalance joins that phase (Kafka's group is
+    ``PreparingRebalance`` from the revoking members' rejoin at the sync: an event then joins
+    that rebalance)."""
+    # a phase that opens after the sync of the one before and by its first heartbeat takes in that one's
+    # cooperative follow-up round, if it has one (``_merge`` on the sync step: the rebalance
+    # there stops after its first round, and the revoked partitions go out at the next sync)
+    nxt = F.lead("began").over(Window.partitionBy(_G).orderBy("began"))
+    ph = phases.join(F.broadcast(steps.select(_G, "_gp", "_hb", "_js").distinct()), _G).select(
+        F.col(_G).alias("_pg"), F.col("began").alias("_began"), F.col("ends").alias("_ends"), F.col("learned").alias("_learned"),
+        ((F.col("_gp") == "classic") & (nxt > F.col("ends") + F.col("_js"))
+         & (nxt <= F.col("ends") + F.col("_hb"))).alias("_follow"))
     inside = (F.col(_G) == F.col("_pg")) & (F.col("at") >= F.col("_began")) & (F.col("at") <= F.col("_ends") + F.col("_js"))
     latest = Window.partitionBy(_G, "at")
     so_far = Window.partitionBy(_G, "_began").orderBy("at").rowsBetween(Window.unboundedPreceding, 0)
@@ -200,10 +224,10 @@ def in_phase(steps: DataFrame, phases: DataFrame) -> DataFrame:
         steps.join(ph, inside, "left")
         .withColumn("_last", F.max("_began").over(latest))
         .where(F.col("_began").isNull() | (F.col("_began") == F.col("_last")))
-        # EAGER members revoke everything when they learn of the rebalance: half a heartbeat
-        # after it began on average, at the phase's end at the latest
-        .withColumn("_revoke", F.least(F.col("_began") + F.floor(F.col("_hb") / 2), F.col("_ends")))
-        .drop("_pg", "_ends", "_last")
+        # EAGER members revoke everything when they learn of the rebalance (:func:`join_phases`)
+        .withColumnRenamed("_learned", "_revoke")
+        .withColumn("_merge", F.coalesce(F.col("_follow") & (F.col("at") == F.col("_ends") + F.col("_js")), F.lit(False)))
+        .drop("_pg", "_ends", "_last", "_follow")
         .withColumn("_cause", cause)
         .withColumn("_cause", F.when(F.size("_cause") > 0, F.array_join("_cause", ",")).otherwise(F.col("kinds")))
     )
