@@ -55,8 +55,8 @@ STATELESS = ("range", "roundrobin")
 #: separates the group from the step in a pair's id; the step is zero-padded to this width
 PAIR_SEP, STEP_WIDTH = "\u001e", 9
 #: a step whose groups all rebalance by their own events, with nothing else to look up
-_ALL_TRIGGER = Row(grow=False, lag=False, refresh=False, triggers=True, all_trigger=True, delay=False, merge=False, away=False,
-                   restart=False)
+_ALL_TRIGGER = Row(grow=False, lag=False, refresh=False, triggers=True, all_trigger=True, delay=False, holding=False,
+                   merge=False, away=False, restart=False)
 
 
 def stateless_column() -> Column:

@@ -276,7 +276,7 @@ def _rebalance_step(state: ReplayState, step: Step, flags: DataFrame, rb_groups:
             if step.flags is not None and step.flags.away else None)
     # while a deferred resolution's timer runs, Connect revokes nothing to balance the members
     frozen = (step.groups.join(rb_groups, _G, "left_semi").where("_hold_until IS NOT NULL").select(_G)
-              if step.flags is not None and step.flags.delay else None)
+              if step.flags is not None and step.flags.holding else None)
     # a classic group whose next join phase opens within a heartbeat of this sync: its
     # follow-up round, if any, is that phase's rebalance (:func:`.windows.in_phase`)
     single_round = (flags.join(rb_groups, _G, "left_semi").where("_merge").select(_G)
