@@ -31,7 +31,10 @@ How a classic rebalance spends them (``GroupMetadataManager.prepareRebalance``,
   next tick;
 * a group that was empty waits ``initial_delay`` instead, again each time a member joined
   during the last wait, up to the rebalance timeout;
-* events during the join phase join that rebalance: one generation for all of them;
+* events during the join phase join that rebalance: one generation for all of them; right after
+  a rebalance the members' next tick is known, one interval after the phase ended (they reset
+  their heartbeat timers when their JoinGroup is answered), and an event before it learned of
+  there joins the cooperative follow-up round, if one runs;
 * the assignment reaches the members ``join_sync`` after the join phase ends. A
   cooperative follow-up round starts when the revoking members rejoin, and ends when
   the others have learned of it: one heartbeat interval plus ``join_sync`` later;
