@@ -255,8 +255,10 @@ def revoking_nothing(handed: DataFrame, members: DataFrame, partitions: DataFram
     >>> from spark_assign.inputs import normalize_members, normalize_partitions
     >>> members = normalize_members(spark.createDataFrame(
     ...     [("g", "a", ["t"], [("t", 0), ("t", 1)]), ("g", "b", ["t"], None)],
-    ...     "group_id string, member_id string, topics array<string>, owned array<struct<topic:string,partition:int>>"))
-    >>> partitions = normalize_partitions(spark.createDataFrame([("t", p) for p in range(3)], "topic string, partition int"))
+    ...     "group_id string, member_id string, topics array<string>, "
+    ...     "owned array<struct<topic:string,partition:int>>"))
+    >>> partitions = normalize_partitions(
+    ...     spark.createDataFrame([("t", p) for p in range(3)], "topic string, partition int"))
     >>> handed = spark.createDataFrame([("g", "a", "t", 0), ("g", "b", "t", 1), ("g", "b", "t", 2)],
     ...                                "group_id string, member_id string, topic string, partition int")
     >>> frozen = spark.createDataFrame([("g",)], "group_id string")
@@ -305,12 +307,13 @@ def round_summary(prep: Prepared, state: DataFrame, a: DataFrame, rev_counts: Da
         moved = "coalesce(_prev, _first) != _a"
         moved_gen = "_prev != _a"
     flag = "CASE WHEN {} THEN 1 ELSE 0 END".format
+    # the groups whose rebalance ends with this round, whatever is pending (rebalance_rounds' single_round)
+    last_round = f"{'_last_round' if '_last_round' in state.columns else 'CAST(NULL AS BOOLEAN)'} AS _last_round"
     rows = union_all([
         owners.selectExpr(_G, "1 AS assigned", f"{flag(moved)} AS moved",
                           f"{flag(moved_gen) if moved_gen is not None else 'CAST(NULL AS INT)'} AS _moved_gen"),
         rev_counts,
-        state.selectExpr(_G, "1 AS _member", "assignor", "votes", "_gproto AS protocol", "_gen", "_run",
-                         f"{'_last_round' if '_last_round' in state.columns else 'CAST(NULL AS BOOLEAN)'} AS _last_round"),
+        state.selectExpr(_G, "1 AS _member", "assignor", "votes", "_gproto AS protocol", "_gen", "_run", last_round),
         prep.needed.selectExpr(_G, "_needed", "unavailable"),
     ], allow_missing=True)
     constant = ("assignor", "votes", "protocol", "_gen", "_run", "_last_round", "_needed", "unavailable")  # per group

@@ -116,8 +116,8 @@ def join_phases(steps: DataFrame, away: DataFrame, live: DataFrame) -> DataFrame
             F.col("_present").isNull().alias("empty_before"),
             F.col("away_end").cast("bigint").alias("away_end")).cast(_STEP).alias("_s"))
     )
-    folded = rows.groupBy(_G, "_hb2", "_hb", "_js", "_ew", "_rt", "_init").agg(F.collect_list("_s").alias("_steps")).select(
-        _G, "_hb", "_js", F.explode(F.expr(_FOLD)).alias("_w"))
+    folded = rows.groupBy(_G, "_hb2", "_hb", "_js", "_ew", "_rt", "_init").agg(
+        F.collect_list("_s").alias("_steps")).select(_G, "_hb", "_js", F.explode(F.expr(_FOLD)).alias("_w"))
     # when the members learn of it: the first tick after the last sync (``_AFTER_SYNC``), else
     # half a heartbeat after it began on average; at its end at the latest
     before = F.lag("_w.ends").over(Window.partitionBy(_G).orderBy("_w.began"))
@@ -189,7 +189,8 @@ def phase_events(phases: DataFrame, cfg: DataFrame) -> DataFrame:
     classic = F.col("_gp") == "classic"
     sync = p.select(_G, (F.col("ends") + F.col("_js")).alias("at"),
                     F.when(classic, F.lit("sync")).otherwise(F.lit("target")).alias("kind"), none)
-    revoke = p.where(classic & (F.col("_hb") > 0)).select(_G, F.col("learned").alias("at"), F.lit("revoke").alias("kind"), none)
+    revoke = p.where(classic & (F.col("_hb") > 0)).select(
+        _G, F.col("learned").alias("at"), F.lit("revoke").alias("kind"), none)
     return sync.unionByName(revoke).select(_G, F.col("at").cast("long").alias("at"), "kind", "member_id")
 
 
@@ -206,12 +207,13 @@ def in_phase(steps: DataFrame, phases: DataFrame) -> DataFrame:
     cooperative follow-up round of its rebalance joins that phase (Kafka's group is
     ``PreparingRebalance`` from the revoking members' rejoin at the sync: an event then joins
     that rebalance)."""
-    # a phase that opens after the sync of the one before and by its first heartbeat takes in that one's
-    # cooperative follow-up round, if it has one (``_merge`` on the sync step: the rebalance
-    # there stops after its first round, and the revoked partitions go out at the next sync)
+    # a phase that opens after the sync of the one before and by its first heartbeat takes in
+    # that one's cooperative follow-up round, if it has one (``_merge`` on the sync step: the
+    # rebalance there stops after its first round, and the revoked partitions go out at the next sync)
     nxt = F.lead("began").over(Window.partitionBy(_G).orderBy("began"))
     ph = phases.join(F.broadcast(steps.select(_G, "_gp", "_hb", "_js").distinct()), _G).select(
-        F.col(_G).alias("_pg"), F.col("began").alias("_began"), F.col("ends").alias("_ends"), F.col("learned").alias("_learned"),
+        F.col(_G).alias("_pg"), F.col("began").alias("_began"), F.col("ends").alias("_ends"),
+        F.col("learned").alias("_learned"),
         ((F.col("_gp") == "classic") & (nxt > F.col("ends") + F.col("_js"))
          & (nxt <= F.col("ends") + F.col("_hb"))).alias("_follow"))
     inside = (F.col(_G) == F.col("_pg")) & (F.col("at") >= F.col("_began")) & (F.col("at") <= F.col("_ends") + F.col("_js"))
@@ -226,7 +228,8 @@ def in_phase(steps: DataFrame, phases: DataFrame) -> DataFrame:
         .where(F.col("_began").isNull() | (F.col("_began") == F.col("_last")))
         # EAGER members revoke everything when they learn of the rebalance (:func:`join_phases`)
         .withColumnRenamed("_learned", "_revoke")
-        .withColumn("_merge", F.coalesce(F.col("_follow") & (F.col("at") == F.col("_ends") + F.col("_js")), F.lit(False)))
+        .withColumn("_merge", F.coalesce(F.col("_follow") & (F.col("at") == F.col("_ends") + F.col("_js")),
+                                         F.lit(False)))
         .drop("_pg", "_ends", "_last", "_follow")
         .withColumn("_cause", cause)
         .withColumn("_cause", F.when(F.size("_cause") > 0, F.array_join("_cause", ",")).otherwise(F.col("kinds")))
