@@ -339,12 +339,14 @@ def ratio(peer: Timing | None, ours: Timing, cap: float | None = None) -> str:
 
 
 def commit() -> str:
-    """The checkout's commit (short), ``-dirty`` when its tracked files differ from it."""
+    """The checkout's commit (short), ``-dirty`` when its tracked files differ from it (the
+    results and the page they make apart: an earlier benchmark of the same run wrote them)."""
     def git(*args: str) -> str:
         return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout.strip()
 
     head = git("rev-parse", "--short", "HEAD") or "?"
-    return head + ("-dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
+    changed = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!benchmarks/results", ":!BENCHMARKS.md")
+    return head + ("-dirty" if changed else "")
 
 
 def write_results(area: str, title: str, header: list[str], rows: list[list], notes: str = "") -> Path:
