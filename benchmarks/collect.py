@@ -71,8 +71,8 @@ def target_row(target: dict, results: dict[str, dict]) -> list[str]:
     value = leading_number(cell)
     met = value is not None and (("at_most" not in target or value <= target["at_most"])
                                  and ("at_least" not in target or value >= target["at_least"]))
-    when = result["run_at"][:10] if result else ""
-    return [target["target"], f"#{target['issue']}", f"{cell} ({target['column']}, {when})", "yes" if met else "no"]
+    return [target["target"], f"#{target['issue']}", f"{cell} ({target['column']}, {result['run_at'][:10]})",
+            "yes" if met else "no"]
 
 
 def table(header: list[str], rows: list[list]) -> list[str]:

@@ -81,7 +81,8 @@ aggregate(
 
 def join_phases(steps: DataFrame, away: DataFrame, live: DataFrame) -> DataFrame:
     """Per classic group, its rebalances: ``group_id, began, ends`` (the join phase's end),
-    ``learned`` (when the members learn of it, and EAGER members revoke).
+    ``learned`` (when the members learn of it, and EAGER members revoke) and
+    ``opened_after_sync`` (it opened after the last phase's sync, by the members' first heartbeat).
 
     ``steps``: the steps with their settings columns (``group_id, at, kinds, triggers,
     _gp, _hb, _timeout, _rt, _init``); ``away``: :func:`.events.away_episodes`; ``live``: each
@@ -122,9 +123,10 @@ def join_phases(steps: DataFrame, away: DataFrame, live: DataFrame) -> DataFrame
     # half a heartbeat after it began on average; at its end at the latest
     before = F.lag("_w.ends").over(Window.partitionBy(_G).orderBy("_w.began"))
     began, end = F.col("_w.began"), F.col("_w.ends")
-    after_sync = (began > before + F.col("_js")) & (began <= before + F.col("_hb"))
+    after_sync = F.coalesce((began > before + F.col("_js")) & (began <= before + F.col("_hb")), F.lit(False))
     learned = F.least(F.when(after_sync, before + F.col("_hb")).otherwise(began + F.floor(F.col("_hb") / 2)), end)
-    return folded.select(_G, began.alias("began"), end.alias("ends"), learned.cast("bigint").alias("learned"))
+    return folded.select(_G, began.alias("began"), end.alias("ends"), learned.cast("bigint").alias("learned"),
+                         after_sync.alias("opened_after_sync"))
 
 
 # a KIP-848 group's targets: an epoch bump computes one at once, unless the last one is less
@@ -156,7 +158,7 @@ def target_phases(steps: DataFrame) -> DataFrame:
     folded = st.groupBy(_G, "_ai").agg(F.collect_list("_s").alias("_steps")).select(
         _G, F.explode(F.expr(_TARGET_FOLD)).alias("_w"))
     return folded.select(_G, F.col("_w.began").alias("began"), F.col("_w.ends").alias("ends"),
-                         F.col("_w.ends").alias("learned"))
+                         F.col("_w.ends").alias("learned"), F.lit(False).alias("opened_after_sync"))
 
 
 def live_intervals(timeline: DataFrame) -> DataFrame:
@@ -210,12 +212,9 @@ def in_phase(steps: DataFrame, phases: DataFrame) -> DataFrame:
     # a phase that opens after the sync of the one before and by its first heartbeat takes in
     # that one's cooperative follow-up round, if it has one (``_merge`` on the sync step: the
     # rebalance there stops after its first round, and the revoked partitions go out at the next sync)
-    nxt = F.lead("began").over(Window.partitionBy(_G).orderBy("began"))
-    ph = phases.join(F.broadcast(steps.select(_G, "_gp", "_hb", "_js").distinct()), _G).select(
-        F.col(_G).alias("_pg"), F.col("began").alias("_began"), F.col("ends").alias("_ends"),
-        F.col("learned").alias("_learned"),
-        ((F.col("_gp") == "classic") & (nxt > F.col("ends") + F.col("_js"))
-         & (nxt <= F.col("ends") + F.col("_hb"))).alias("_follow"))
+    nxt = F.lead("opened_after_sync").over(Window.partitionBy(_G).orderBy("began"))
+    ph = phases.select(F.col(_G).alias("_pg"), F.col("began").alias("_began"), F.col("ends").alias("_ends"),
+                       F.col("learned").alias("_learned"), F.coalesce(nxt, F.lit(False)).alias("_follow"))
     inside = (F.col(_G) == F.col("_pg")) & (F.col("at") >= F.col("_began")) & (F.col("at") <= F.col("_ends") + F.col("_js"))
     latest = Window.partitionBy(_G, "at")
     so_far = Window.partitionBy(_G, "_began").orderBy("at").rowsBetween(Window.unboundedPreceding, 0)
