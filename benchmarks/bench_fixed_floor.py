@@ -4,7 +4,7 @@ In one warm session (local[2]), on ``bench_small.py``'s one group (10 members an
 2 x 50 partitions, frames made from Python rows), the median of ``--repeat`` runs each of:
 
 - the cheapest Spark job: ``spark.range(1)`` written to Spark's ``noop`` sink;
-- one limited read of the members (``spark_assign.lineage.rows_within``, as
+- one limited read of the members (``spark_assign.execution.rows_within``, as
   ``decide_small_inputs`` reads them first);
 - the members' and the partitions' limited reads as a small call makes them, two actions, and the
   same rows read by one action (the two limited reads packed as struct columns, in one union),
@@ -35,8 +35,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from spark_assign import assign
+from spark_assign.execution import SMALL_CALL_ROWS, rows_within
 from spark_assign.frames import sql_name
-from spark_assign.lineage import SMALL_CALL_ROWS, rows_within
 
 STRATEGIES = ("range", "roundrobin", "sticky", "cooperative-sticky", "uniform")
 

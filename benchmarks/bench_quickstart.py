@@ -114,8 +114,8 @@ def settings_ab(extra: dict[str, str], pairs: int, job: str = "scenario") -> Non
     import io
     import logging
 
-    from spark_assign import lineage
     from spark_assign.cli import rebalance, simulate
+    from spark_assign.execution import policy
     from spark_assign.session import local_session
 
     runs = [["--config", "conf/scenario.yaml"]] if job == "scenario" else list(REBALANCES)
@@ -123,7 +123,7 @@ def settings_ab(extra: dict[str, str], pairs: int, job: str = "scenario") -> Non
 
     logging.disable(logging.INFO)
     print(f"Machine: {machine()}")
-    base = dict(lineage.SMALL_CALL_SETTINGS)
+    base = dict(policy.SMALL_CALL_SETTINGS)
     work = tempfile.TemporaryDirectory()
     os.chdir(work.name)  # before Spark starts: its JVM resolves the scenario's relative paths from its own
     copy_inputs(Path(work.name))
@@ -133,9 +133,9 @@ def settings_ab(extra: dict[str, str], pairs: int, job: str = "scenario") -> Non
     times: dict[str, list[float]] = collections.defaultdict(list)
     jobs: dict[str, list[int]] = collections.defaultdict(list)
     for label in ["warm-up"] + alternating(pairs):
-        lineage.SMALL_CALL_SETTINGS.clear()
+        policy.SMALL_CALL_SETTINGS.clear()
         chosen = {**base, **(extra if label == "B" else {})}
-        lineage.SMALL_CALL_SETTINGS.update({k: v for k, v in chosen.items() if v != ""})
+        policy.SMALL_CALL_SETTINGS.update({k: v for k, v in chosen.items() if v != ""})
         shutil.rmtree("out", ignore_errors=True)
         t = time.time()
         with SparkJobs(spark) as counted, contextlib.redirect_stdout(io.StringIO()):

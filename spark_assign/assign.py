@@ -8,27 +8,25 @@ from typing import Any
 from pyspark.sql import DataFrame
 
 from .errors import InvalidOptionError
+from .execution import (
+    entry_point,
+    in_small_call,
+    materialize,
+    small_call_result,
+    small_call_undecided,
+)
+from .execution.small_inputs import decide_small_inputs
 from .inputs import (
     ASSIGNMENT_COLUMNS,
     normalize_members,
     normalize_partitions,
     validate_inputs,
 )
-from .lineage import (
-    in_small_call,
-    materialize,
-    small_call_result,
-    small_call_scope,
-    small_call_undecided,
-)
-from .lost_executors import explains_lost_executors
-from .small_inputs import decide_small_inputs
 from .strategies.registry import check_options, group_protocol_of
 from .strategies.registry import strategy as get_strategy
 
 
-@explains_lost_executors
-@small_call_scope
+@entry_point
 def assign(
     members: DataFrame,
     partitions: DataFrame,
@@ -64,15 +62,15 @@ def assign(
     ``validate=False`` skips the input checks (one Spark action: the members' checks and
     the partitions' per-topic summary) for inputs already known to be valid. ``checkpoint``
     (default) materializes the normalized inputs (under the session's materialization
-    policy, :mod:`spark_assign.lineage`; a lazy ``localCheckpoint`` by default, stored by
+    policy, :mod:`spark_assign.execution`; a lazy ``localCheckpoint`` by default, stored by
     the first action that reads them):
     strategies use their inputs many times, and inputs built from earlier assignments (follow-up rounds,
     simulations) would otherwise carry ever deeper plans that Spark re-analyzes
     at every step. A validated call whose inputs are small (``spark.assign.smallCallRows``,
-    :mod:`spark_assign.lineage`) keeps its inputs and what it materializes on the driver and
+    :mod:`spark_assign.execution`) keeps its inputs and what it materializes on the driver and
     runs interpreted: a limited read of each input, before anything else, decides it
-    (:func:`~spark_assign.small_inputs.decide_small_inputs`); its result, but range's and
-    roundrobin's, comes back stored (:func:`~spark_assign.lineage.small_call_result`). Strategy options (``rack_aware=``, ...) are the ones the strategy
+    (:func:`~spark_assign.execution.small_inputs.decide_small_inputs`); its result, but range's and
+    roundrobin's, comes back stored (:func:`~spark_assign.execution.small_call_result`). Strategy options (``rack_aware=``, ...) are the ones the strategy
     declares (:mod:`spark_assign.strategies.registry`); an unknown or ill-typed one raises
     :class:`~spark_assign.errors.InvalidOptionError`.
 

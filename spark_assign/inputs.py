@@ -40,9 +40,9 @@ from .errors import (
     MissingColumnError,
     raise_if_rows,
 )
+from .execution import in_small_call, materialize
+from .execution.small_inputs import clean_on_driver
 from .frames import one_row, sql_name
-from .lineage import in_small_call, materialize
-from .small_inputs import clean_on_driver
 
 TOPIC_PARTITION = T.StructType(
     [T.StructField("topic", T.StringType()), T.StructField("partition", T.IntegerType())]
@@ -331,7 +331,7 @@ def validate_inputs(
     which strategies take as ``topic_sizes=`` instead of counting the partitions again.
 
     Valid inputs (the usual case) take no Spark action in a small call whose rows are on
-    the driver and pass every check there (:func:`~spark_assign.small_inputs.clean_on_driver`),
+    the driver and pass every check there (:func:`~spark_assign.execution.small_inputs.clean_on_driver`),
     else one: the members' checks together with the flags of the partitions' per-topic
     summary, whose last stage that action computes and stores (a lazy checkpoint: under adaptive execution the summary's
     shuffles run when it is defined; in a small call the summary is a short plan over

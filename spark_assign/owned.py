@@ -26,7 +26,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from .frames import join_small
+from .execution import join_small
 from .inputs import owned_claims, subscriptions
 from .ordering import java_order_sql
 

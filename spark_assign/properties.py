@@ -17,18 +17,11 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from .errors import AssignmentPropertyError, InvalidOptionError, raise_if_rows
+from .execution import entry_point, small_call_undecided
+from .execution.small_inputs import decide_small_check
 from .frames import sql_name, sql_string
 from .inputs import normalize_members, normalize_partitions, subscriptions
-from .lineage import (
-    decide_small_call,
-    in_small_call,
-    relation_of,
-    rows_within,
-    small_call_scope,
-    small_call_undecided,
-)
 from .owned import current_claims
-from .small_inputs import decide_small_inputs, may_be_small
 
 #: ``count``: partitions per member differ by at most one across the group
 #: (uniform subscriptions); ``topic``: per topic, partitions per subscribed member
@@ -39,7 +32,7 @@ BALANCE_RULES = ("count", "topic", "kafka")
 
 _PROBLEM_COLUMNS = ("group_id", "problem", "member_id", "topic", "partition", "detail")
 
-#: the bound (in the rows of :func:`~spark_assign.small_inputs.decide_small_inputs`) under which
+#: the bound (in the rows of :func:`~spark_assign.execution.small_inputs.decide_small_inputs`) under which
 #: :func:`check_assignment` runs as a small call, when ``spark.assign.smallCallRows`` is not
 #: lower: a check is one plan, so the driver's single interpreted partition pays off only for
 #: fewer rows than an ``assign()``'s (BENCHMARKS.md has the measurements)
@@ -194,7 +187,7 @@ def revocations(members: DataFrame, assignment: DataFrame, partitions: DataFrame
     ).select("group_id", "member_id", "topic", "partition")
 
 
-@small_call_scope
+@entry_point
 def check_assignment(
     assignment: DataFrame,
     members: DataFrame,
@@ -214,20 +207,15 @@ def check_assignment(
     ...     lambda a: check_assignment(a, members, parts, balance="topic"))  # doctest: +SKIP
 
     Small inputs (at most :data:`CHECK_SMALL_ROWS`, and ``spark.assign.smallCallRows``:
-    :mod:`spark_assign.lineage`) are read to the driver first, a limited read each, and checked
+    :mod:`spark_assign.execution`) are read to the driver first, a limited read each, and checked
     as one-partition local relations, as a small ``assign()`` runs; a check inside such a call
     uses its relations.
     """
     a = assignment.select("group_id", "member_id", "topic", "partition")
-    spark = assignment.sparkSession
-    if small_call_undecided(spark):
-        m, p = normalize_members(members), normalize_partitions(partitions)
-        if may_be_small(m, CHECK_SMALL_ROWS, CHECK_GROUP_PARTITIONS):
-            members, partitions = decide_small_inputs(m, p, max_rows=CHECK_SMALL_ROWS)
-            if in_small_call() and (rows := rows_within(a, CHECK_SMALL_ROWS)) is not None:
-                a = relation_of(a, rows)
-        else:  # decided: not small
-            decide_small_call(spark, lambda: CHECK_SMALL_ROWS + 1, max_rows=CHECK_SMALL_ROWS)
+    if small_call_undecided(assignment.sparkSession):
+        a, members, partitions = decide_small_check(
+            a, normalize_members(members), normalize_partitions(partitions),
+            max_rows=CHECK_SMALL_ROWS, partitions_per_group=CHECK_GROUP_PARTITIONS)
     problems = validity_violations(a, members, partitions)
     if not require_complete or cooperative:
         problems = problems.where(F.col("problem") != "unassigned")

@@ -47,9 +47,23 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from .errors import AssignmentPropertyError, InvalidMembersError, InvalidOptionError, raise_if_rows
+from .execution import (
+    entry_point,
+    in_small_call,
+    join_small,
+    materialize,
+    materialize_state,
+    one_partition,
+    partitioned_by,
+    per_group,
+    small_call_undecided,
+    stored_rows,
+    union_all,
+)
+from .execution.small_inputs import decide_small_inputs
 from .frames import GROUP as _G
 from .frames import TP as _TP
-from .frames import join_small, one_partition, owned_lists, per_group, sql_name, sql_string, union_all
+from .frames import owned_lists, sql_name, sql_string
 from .inputs import (
     MEMBER_COLUMNS,
     InputCheck,
@@ -60,16 +74,6 @@ from .inputs import (
     subscriptions,
     validate_inputs,
 )
-from .lineage import (
-    in_small_call,
-    materialize,
-    materialize_state,
-    partitioned_by,
-    small_call_scope,
-    small_call_undecided,
-    stored_rows,
-)
-from .lost_executors import explains_lost_executors
 from .owned import resolve_owned
 from .properties import cooperative_violations, validity_violations
 from .protocol import (
@@ -83,7 +87,6 @@ from .protocol import (
 )
 from .rebalance_round import Prepared, Round, next_round_state, run_round
 from .reconcile import mark_consumer_groups, with_group_protocols
-from .small_inputs import decide_small_inputs
 from .strategies.registry import COOPERATIVE, EAGER, GROUP_PROTOCOLS, strategy_name, strategy_options
 
 if TYPE_CHECKING:
@@ -188,8 +191,7 @@ def rebalance(
         validate=validate)
 
 
-@explains_lost_executors
-@small_call_scope
+@entry_point
 def rebalance_rounds(
     members: DataFrame,
     partitions: DataFrame,

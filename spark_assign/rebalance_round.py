@@ -13,11 +13,11 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from .assign import assign
+from .execution import in_small_call, join_small, materialize, materialize_state, per_group, stored_rows, union_all
 from .frames import GROUP as _G
 from .frames import TP as _TP
-from .frames import join_small, one_row, owned_lists, per_group, sql_name, sql_string, union_all
+from .frames import one_row, owned_lists, sql_name, sql_string
 from .inputs import MEMBER_COLUMNS, normalize_members, owned_or_empty
-from .lineage import in_small_call, materialize, materialize_state, stored_rows
 from .owned import partition_claims
 from .reconcile import SERVER_RUN, reconciliation_round, with_away_members
 from .strategies.range import no_member_racks

@@ -19,8 +19,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from .assign import assign
+from .execution import in_small_call, materialize_state
 from .frames import sql_string
-from .lineage import in_small_call, materialize_state
 from .owned import partition_claims, without_transfers
 from .protocol import CONSUMER
 from .strategies.registry import SERVER_ALIASES, strategies_of, strategy_name

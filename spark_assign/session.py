@@ -20,9 +20,17 @@ BROADCAST_BLOCK_SIZE = "512k"
 UNIX_SOCKETS = "spark.python.unix.domain.socket.enabled"
 #: Spark's interpreted execution: operators and expressions run without generated code, so no
 #: plan compiles Java classes. For plans over few rows, whose compilation would cost more than
-#: their run: every small call (:data:`~spark_assign.lineage.SMALL_CALL_SETTINGS`), and the test
+#: their run: every small call (:data:`~spark_assign.execution.policy.SMALL_CALL_SETTINGS`), and the test
 #: suite's sessions. ``factoryMode`` is one of Spark's internal settings
 INTERPRETED = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+#: the session setting that opts a session in to running spark-assign's small calls under tuned
+#: settings (:mod:`spark_assign.execution`); the sessions built here set it, a caller's own
+#: session keeps its settings unless it sets it
+SMALL_CALL_SETTINGS_CONF = "spark.assign.smallCallSettings"
+#: Spark's threshold above which the paths of one read are listed with a Spark job of their own
+#: (32 by default); the sessions built here list a history's local files on the driver, where
+#: listing them one by one takes a fraction of a job
+LISTING_THRESHOLD = "spark.sql.sources.parallelPartitionDiscovery.threshold"
 #: set in the environment of a Python that ``spark-submit`` (or ``pyspark``) started: its JVM runs,
 #: configured by the command line
 SUBMITTED = "PYSPARK_GATEWAY_PORT"
@@ -111,6 +119,8 @@ def session_settings(shuffle_partitions: int = 8, driver_memory: str | None = No
         "spark.sql.codegen.cache.maxEntries": str(CODEGEN_CACHE_ENTRIES),
         "spark.buffer.pageSize": MEMORY_PAGE_SIZE,
         "spark.broadcast.blockSize": BROADCAST_BLOCK_SIZE,
+        SMALL_CALL_SETTINGS_CONF: "true",
+        LISTING_THRESHOLD: "1000000",
         **({UNIX_SOCKETS: "true"} if hasattr(socket, "AF_UNIX") else {}),
     }
 

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame
 
-from .lost_executors import explains_lost_executors
+from .execution import entry_point
 from .simulation.analytics import (
     as_of_generation,
     generation_version,
@@ -52,7 +52,7 @@ __all__ = [
 ]
 
 
-@explains_lost_executors
+@entry_point
 def simulate(
     events: DataFrame,
     partitions: DataFrame,

@@ -1,8 +1,11 @@
 """Run by tests/test_faults.py in its own process: a local-cluster Spark (two executor
 JVMs), one executor killed (SIGKILL, by its pid) in the middle of an ``assign()`` and
-of a ``rebalance()`` that records history, under each materialization policy in turn
-(the policy is read at every call, so one cluster serves both). Prints one JSON line
-per policy and call.
+of a ``rebalance()`` that records history, on the large path (checkpoints) and on the
+small-call path, under each materialization policy in turn (both are read at every call,
+so one cluster serves all four). The kill comes right after the call has materialized
+something it reads later (:data:`KILL_AFTER`): the harness wraps the methods that make
+checkpoints and local relations for the call's duration. Prints one JSON line per path,
+policy and call.
 
 What the calls start from (the result of the call without a kill, the history and the
 rebalance's members) is made beforehand by :func:`prepare`, in the test run's own warm session:
@@ -19,23 +22,26 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 
+import pyarrow as pa
+from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
 from short_run import C1_ONLY, INTERPRETED
 
 from spark_assign import AssignmentHistory, assign, check_assignment, rebalance
-from spark_assign.lineage import local_relation
-from spark_assign.lost_executors import executor_ids
+from spark_assign.execution import local_relation
+from spark_assign.execution.lost_executors import executor_ids
 from spark_assign.session import local_session
 
-#: the kill comes once this many Spark jobs of the call have started: for assign() (about 23
-#: jobs), after its first checkpoints; for rebalance() (about 200 jobs, two rounds), once the
-#: first round's state is checkpointed (by job 30-50) and before the rounds are recorded, which
-#: reads it (an earlier kill can miss every block the call reads afterwards: under a loaded
-#: machine it landed a few jobs late and the call completed)
-KILL_AFTER_JOBS = {"assign": 8, "rebalance": 60}
+#: when the kill comes, by path: on the large path (``spark.assign.smallCallRows=0``), right after
+#: the call's n-th materialization returns (a checkpoint that later steps read: under ``local`` the
+#: call must then fail on its lost blocks, which shows the kill landed while they were needed);
+#: on the small path, right after its n-th local relation is made (its state is on the driver)
+KILL_AFTER = {("large", "assign"): 2, ("large", "rebalance"): 6, ("small", "assign"): 2, ("small", "rebalance"): 6}
+#: the two paths: every call large (checkpoints), and the default small-call path
+PATHS = {"large": "0", "small": ""}
 
 
 def main(workdir: str, modes: list[str]) -> None:
@@ -43,18 +49,13 @@ def main(workdir: str, modes: list[str]) -> None:
         "spark.executor.memory": "512m",
         # what is under test is the loss of an executor's blocks, not how the code runs: the
         # three JVMs compile with C1 only and every plan runs interpreted (tests/short_run.py: no
-        # generated classes for each JVM to compile). The executors' took this run from 197-202 s
-        # to 110 s on 2 cores (their compilers had been competing for the cores); with its
-        # starting state made by prepare() it took 98.6 s, and with the driver's too 83 s
+        # generated classes for each JVM to compile)
         "spark.executor.extraJavaOptions": C1_ONLY,
         "spark.driver.extraJavaOptions": C1_ONLY,
         **INTERPRETED,
         # every shuffle keeps its 4 partitions, so each executor stores blocks of each checkpoint
         "spark.sql.adaptive.coalescePartitions.enabled": "false",
         "spark.checkpoint.dir": os.path.join(workdir, "checkpoints"),
-        # the calls here are small: without this they would keep most of their state on the
-        # driver (spark_assign.lineage.decide_small_call), and the kill could miss every block
-        "spark.assign.smallCallRows": "0",
     }
     spark = local_session(master="local-cluster[2,1,1024]", shuffle_partitions=4, extra=extra)
     sc = spark.sparkContext
@@ -64,34 +65,53 @@ def main(workdir: str, modes: list[str]) -> None:
         return [int(line.split()[0]) for line in out.splitlines()
                 if "CoarseGrainedExecutorBackend" in line and sc.applicationId in line]  # -ww: whole lines
 
-    def jobs() -> int:
-        return len(sc.statusTracker().getJobIdsForGroup(None))
+    def wait_for(condition, what: str, seconds: float = 120) -> None:
+        deadline = time.monotonic() + seconds
+        while not condition():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"waited {seconds} s for {what}")
+            time.sleep(0.1)
 
-    def with_a_kill(call, after_jobs: int):
-        deadline = time.monotonic() + 120
+    def with_a_kill(call, path: str, after: int):
+        """``call()``'s outcome with an executor killed right after the call's ``after``-th
+        materialization (large path) or local relation (small path), synchronously: the kill
+        and the driver's removal of the executor come before the call goes on."""
         # a lost one is relaunched: its process, then the driver's registration of it (the call
         # names a lost executor from the ids the driver lists when it starts)
-        while (len(executor_pids()) < 2 or len(executor_ids(spark) or ()) < 2) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        start, killed = jobs(), []
+        wait_for(lambda: len(executor_pids()) == 2 and len(executor_ids(spark) or ()) == 2, "two executors")
+        made, killed = [], []
 
-        def killer():
-            while not killed and time.monotonic() < deadline:
-                if jobs() - start >= after_jobs:
+        def kill_after(method):
+            def wrapper(*args, **kwargs):
+                out = method(*args, **kwargs)
+                if path == "small" and not isinstance(args[1] if len(args) > 1 else None, pa.Table):
+                    return out  # a local relation is made from a pyarrow.Table
+                made.append(method.__name__)
+                if len(made) == after:
+                    if path == "large" and method.__name__ == "localCheckpoint":
+                        out.count()  # a lazy local checkpoint: its blocks stored now, on both executors
+                    before = executor_ids(spark) or set()
                     pid = executor_pids()[0]
                     os.kill(pid, signal.SIGKILL)
                     killed.append(pid)
-                time.sleep(0.01)
+                    wait_for(lambda: len(executor_ids(spark) or before) < len(before), "the driver to drop it")
+                return out
 
-        thread = threading.Thread(target=killer, daemon=True)
-        thread.start()
+            return wrapper
+
+        targets = [(SparkSession, "createDataFrame")] if path == "small" else [
+            (ClassicDataFrame, "localCheckpoint"), (ClassicDataFrame, "checkpoint")]
+        originals = [(owner, name, getattr(owner, name)) for owner, name in targets]
+        for owner, name, method in originals:
+            setattr(owner, name, kill_after(method))
         try:
             outcome = {"result": call()}
         except Exception as exc:
             outcome = {"error": type(exc).__name__, "message": str(exc)[:2000]}
-        killed.append(0)  # stops the killer if it has not fired
-        thread.join()
-        return {**outcome, "killed": [pid for pid in killed if pid]}
+        finally:
+            for owner, name, method in originals:
+                setattr(owner, name, method)
+        return {**outcome, "killed": killed, "made_after_kill": len(made) - after}
 
     members, partitions = inputs(spark)
     with open(os.path.join(workdir, EXPECTED)) as saved:
@@ -99,11 +119,14 @@ def main(workdir: str, modes: list[str]) -> None:
     # the rebalance's members on the driver (a local relation): no block of theirs can be lost
     # with the executor, so what the kill takes is the call's own state
     joined = local_relation(spark.read.parquet(os.path.join(workdir, JOINED)))
-    for mode in modes:
-        spark.conf.set("spark.assign.materialization", mode)  # explicit: the session has a checkpoint dir
-        history_path = os.path.join(workdir, f"history-{mode}")
-        shutil.copytree(os.path.join(workdir, BASE_HISTORY), history_path)
-        run_calls(spark, mode, members, partitions, joined, history_path, with_a_kill, expected)
+    for path, rows_setting in PATHS.items():
+        spark.conf.set("spark.assign.smallCallRows", rows_setting) if rows_setting else spark.conf.unset(
+            "spark.assign.smallCallRows")
+        for mode in modes:
+            spark.conf.set("spark.assign.materialization", mode)  # explicit: the session has a checkpoint dir
+            history_path = os.path.join(workdir, f"history-{path}-{mode}")
+            shutil.copytree(os.path.join(workdir, BASE_HISTORY), history_path)
+            run_calls(spark, path, mode, members, partitions, joined, history_path, with_a_kill, expected)
     spark.stop()
 
 
@@ -148,15 +171,15 @@ def prepare(spark, workdir: str) -> None:
             F.lit(None).cast("int").alias("generation"))).write.parquet(os.path.join(workdir, JOINED))
 
 
-def run_calls(spark, mode, members, partitions, joined, history_path, with_a_kill, expected) -> None:
-    """One policy's two calls, each with an executor killed in its middle (``joined``: the
-    rebalance's members, on the history at ``history_path``)."""
+def run_calls(spark, path, mode, members, partitions, joined, history_path, with_a_kill, expected) -> None:
+    """One path's and policy's two calls, each with an executor killed in its middle (``joined``:
+    the rebalance's members, on the history at ``history_path``)."""
     # assign(): the result under a kill equals the result without one
     outcome = with_a_kill(lambda: rows(check_assignment(assign(members, partitions, "sticky"), members, partitions)),
-                          KILL_AFTER_JOBS["assign"])
+                          path, KILL_AFTER[path, "assign"])
     if "result" in outcome:
         outcome["result"] = outcome["result"] == expected
-    print(json.dumps({"mode": mode, "call": "assign", **outcome}), flush=True)
+    print(json.dumps({"path": path, "mode": mode, "call": "assign", **outcome}), flush=True)
 
     # rebalance() recording its rounds: a cooperative rebalance of 40 groups that each get a
     # joiner (two rounds, the first round's state read by the second and by the recording), on a
@@ -164,13 +187,13 @@ def run_calls(spark, mode, members, partitions, joined, history_path, with_a_kil
     history = AssignmentHistory(history_path, spark, backend="embedded")
     before = history.history().count()
     outcome = with_a_kill(lambda: rows(rebalance(joined, partitions, strategy="cooperative-sticky",
-                                                 history=history).final), KILL_AFTER_JOBS["rebalance"])
+                                                 history=history).final), path, KILL_AFTER[path, "rebalance"])
     outcome["generations_before"] = before
     outcome["generations"] = history.history().count()
     outcome["assignment_rows"] = history.assignments().count()
     if "result" in outcome:
         outcome["result"] = outcome["result"] == rows(history.latest())
-    print(json.dumps({"mode": mode, "call": "rebalance", **outcome}), flush=True)
+    print(json.dumps({"path": path, "mode": mode, "call": "rebalance", **outcome}), flush=True)
 
 
 if __name__ == "__main__":

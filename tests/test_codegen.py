@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 from test_generated_properties import generate_groups
 
 from spark_assign import assign, check_assignment
-from spark_assign.lineage import SMALL_CALL_CONF
+from spark_assign.execution import SMALL_CALL_CONF
 from spark_assign.strategies.cooperative_sticky import next_round_members
 
 #: Spark's generated code, with no fallback to the interpreter
@@ -91,7 +91,7 @@ def _assignments(members, partitions, lags, *, check: bool = False) -> list[tupl
 
 def test_generated_code_gives_the_interpreted_rows(spark, inputs, capsys):
     """Each strategy as a large call with generated code, against the same call as a small call
-    (interpreted; tests/test_lineage.py holds a small call's rows equal to a large call's)."""
+    (interpreted; tests/test_execution.py holds a small call's rows equal to a large call's)."""
     members, partitions, lags = inputs
     capsys.readouterr()
     generated = _generated(spark, lambda: _assignments(members, partitions, lags, check=True))

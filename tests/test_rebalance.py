@@ -6,7 +6,7 @@ from pyspark.sql import functions as F
 
 from spark_assign import assign
 from spark_assign.errors import NoCommonAssignorError
-from spark_assign.frames import union_all
+from spark_assign.execution import union_all
 from spark_assign.history import AssignmentHistory
 from spark_assign.properties import check_assignment, cooperative_violations
 from spark_assign.rebalance import rebalance, rebalance_rounds

@@ -33,7 +33,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ..errors import InvalidConfigError, InvalidOptionError, SparkAssignError
-from ..lineage import materialize
+from ..execution import materialize
 from ..locations import is_path, local_path
 from ..simulation.timing import Timing
 from ..strategies.registry import strategy_name, strategy_options

@@ -26,8 +26,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ..errors import ConcurrentWriteError, HistoryError, describe_rows
-from ..frames import one_row, per_group
-from ..lineage import in_small_call, materialize
+from ..execution import in_small_call, materialize, per_group
+from ..frames import one_row
 from ..storage.locking import history_lock
 from .stats import generation_stats
 from .tables import MEMBER_ROW, PAIR, TP
@@ -207,7 +207,7 @@ def _write(history, assignments, new, revocations, members, rid, *, n_new, revok
         meta["strategy"] = label
     common = [F.lit(rid).alias("record_id"), F.col("recorded_at").cast("timestamp").alias("recorded_at")]
     # one row per new generation, small next to the rows: broadcast, so the rows are not shuffled
-    # (in a small call both sides are one partition: no hint, :func:`~spark_assign.frames.per_group`)
+    # (in a small call both sides are one partition: no hint, :func:`~spark_assign.execution.per_group`)
     per_gen = per_group(new.select(*PAIR, "strategy", "protocol", "round", "recorded_at"))
 
     def staged(table: str, df: DataFrame):

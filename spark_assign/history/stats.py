@@ -12,8 +12,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from ..frames import per_group
-from ..lineage import in_small_call, materialize, stored_rows
+from ..execution import in_small_call, materialize, per_group, stored_rows
 from .tables import KEY, TP
 
 

@@ -11,10 +11,9 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ..errors import HistoryError
+from ..execution import entry_point, materialize
 from ..inputs import ignored_claims, normalize_members, normalize_partitions
-from ..lineage import materialize
 from ..locations import is_path, local_path
-from ..lost_executors import explains_lost_executors
 from ..properties import revocations as owned_revocations
 from ..properties import subscribed_partitions
 from ..storage import EMBEDDED
@@ -66,7 +65,7 @@ class HistoryWriter(HistoryReader):
         """The history's local folder, None for catalog tables and object stores."""
         return local_path(self.location) if is_path(self.location) else None
 
-    @explains_lost_executors
+    @entry_point
     def record(
         self,
         assignment: DataFrame,
@@ -169,7 +168,7 @@ class HistoryWriter(HistoryReader):
             members=member_rows, revoked_known=revoked is not None, lost_known=lost is not None,
             lags_known=lags is not None, one_per_group=True, label=strategy)
 
-    @explains_lost_executors
+    @entry_point
     def record_generations(
         self,
         assignments: DataFrame,

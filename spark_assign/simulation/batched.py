@@ -33,9 +33,8 @@ from pyspark.sql import Column, DataFrame, Row, Window
 from pyspark.sql import functions as F
 
 from ..assign import assign
+from ..execution import materialize_state, union_all
 from ..frames import GROUP as _G
-from ..frames import union_all
-from ..lineage import materialize_state
 from ..strategies.registry import EAGER, strategy_options
 from .phases import (
     ReplayOutputs,

@@ -64,8 +64,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..errors import InvalidEventsError, NoCommonAssignorError, raise_if_rows
+from ..execution import union_all
 from ..frames import GROUP as _G
-from ..frames import union_all
 from ..inputs import conform_columns
 from ..protocol import disagreements, select_assignor
 from .timing import Timing

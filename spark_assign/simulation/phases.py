@@ -25,10 +25,18 @@ from typing import Any
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
+from ..execution import (
+    in_small_call,
+    join_small,
+    materialize_state,
+    one_partition,
+    partitioned_by,
+    per_group,
+    union_all,
+)
 from ..frames import GROUP as _G
-from ..frames import join_small, one_partition, per_group, sql_name, union_all
+from ..frames import sql_name
 from ..inputs import owned_or_empty
-from ..lineage import in_small_call, materialize_state, partitioned_by
 from ..protocol import canonical_assignors, member_protocol
 from ..rebalance import rebalance_rounds
 from ..strategies.registry import EAGER
@@ -174,7 +182,7 @@ def _carry_ownership(state: ReplayState, step: Step, dep_kinds: DataFrame,
     Returns ``(owned now, departed, released)``, lazy plans over the stored state (the
     departed partitions stored by their first reader)."""
     sk, roster = step.groups, step.roster
-    # one_partition: in a small replay, joins of joins shuffle nothing (frames.one_partition)
+    # one_partition: in a small replay, joins of joins shuffle nothing (execution.one_partition)
     ok = join_small(state.owned, sk.selectExpr(_G), _G, "left_semi")
     ok = _restarts(ok, step)
     in_roster = roster.selectExpr(_G, "member_id")

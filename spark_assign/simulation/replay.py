@@ -27,19 +27,22 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from ..frames import GROUP as _G
-from ..frames import empty, one_partition, one_row, per_group, union_all
-from ..inputs import normalize_partitions
-from ..lineage import (
+from ..execution import (
     decide_small_call,
+    entry_point,
     has_rows,
     in_small_call,
     materialize_state,
+    one_partition,
+    per_group,
     relation_of,
     rows_within,
     small_call_rows,
-    small_call_scope,
+    union_all,
 )
+from ..frames import GROUP as _G
+from ..frames import empty, one_row
+from ..inputs import normalize_partitions
 from ..strategies.registry import group_protocol_of, strategy_name, strategy_options
 from .analytics import SIMULATION_SCHEMA
 from .batched import batchable, replay_batched, stateless_column
@@ -119,7 +122,7 @@ def all_options(strategy: str | None, options: Mapping[str, Any]) -> dict[str, A
     return parsed
 
 
-@small_call_scope
+@entry_point
 def replay(events: DataFrame, partitions: DataFrame, *, strategy, protocol_rule, timing: Timing,
            scheduled_rebalance_max_delay_ms, lags, keep_rows: bool, max_rounds: int, validate: bool,
            group_protocol: str = "classic", batch: bool = True,

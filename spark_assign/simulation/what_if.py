@@ -14,8 +14,8 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from ..errors import InvalidOptionError
+from ..execution import entry_point
 from ..frames import GROUP as _G
-from ..lost_executors import explains_lost_executors
 from .analytics import record_simulation
 from .events import normalize_events
 from .replay import SimulationResult, protocol_of, replay
@@ -32,7 +32,7 @@ WHAT_IF_COLUMNS = (
 )
 
 
-@explains_lost_executors
+@entry_point
 def what_if(
     events: DataFrame,
     partitions: DataFrame,

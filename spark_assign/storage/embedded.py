@@ -4,21 +4,18 @@ Its writers take turns under the history's lock file (:mod:`.locking`)."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
-import threading
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ..errors import HistoryError
-from ..lineage import stored_rows
+from ..execution import stored_rows
 from ..locations import is_delta_path, local_path
 from .base import EMBEDDED, STAGING_DIR, DeltaStore, Staged, arrow_schema, check_writable_folder, conform, marked
 
@@ -61,10 +58,10 @@ class EmbeddedStore(DeltaStore):
             return self._empty()
         if local_path(self.location) is None:  # remote storage: Spark lists many files with a job
             return self._all_columns(self.spark.read.schema(self.schema).parquet(*files))
-        # local files: Spark lists more than 32 paths with a Spark job of its own, where listing
-        # them one by one on the driver takes a fraction of that
-        with _setting(self.spark, LISTING_THRESHOLD, LOCAL_LISTING_THRESHOLD):
-            return self._all_columns(self.spark.read.schema(self.schema).parquet(*files))
+        # local files: Spark lists more than 32 paths with a Spark job of its own, unless the
+        # session lists them on the driver (the sessions spark-assign builds do:
+        # spark_assign.session.LISTING_THRESHOLD)
+        return self._all_columns(self.spark.read.schema(self.schema).parquet(*files))
 
     def history(self) -> DataFrame:
         self._require_table()
@@ -99,7 +96,7 @@ class EmbeddedStore(DeltaStore):
 
     def stage(self, df: DataFrame) -> StagedFiles:
         """Write ``df``'s files; its rows are read back from them, or, when ``df`` is a small
-        call's local relation (:func:`~spark_assign.lineage.stored_rows`), from the driver."""
+        call's local relation (:func:`~spark_assign.execution.stored_rows`), from the driver."""
         df_conformed = conform(df, self.schema)
         files = self.write_files(df_conformed)
         if stored_rows(df) is not None:
@@ -114,9 +111,10 @@ class EmbeddedStore(DeltaStore):
         of the table); return their paths relative to the table root."""
         df = conform(df, self.schema)
         staging = f"{self.location.rstrip('/')}/{STAGING_DIR}/{uuid.uuid4().hex}"
-        # Delta timestamps are microseconds, not INT96
-        with _setting(self.spark, "spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS"):
-            df.write.mode("error").parquet(staging)  # "errorifexists" is not accepted by Spark Connect
+        # Delta timestamps are microseconds, not INT96: a write option, which Spark reads before
+        # the session's setting (the session is left as it is)
+        df.write.mode("error").option(OUTPUT_TIMESTAMP_TYPE, "TIMESTAMP_MICROS").parquet(
+            staging)  # "errorifexists" is not accepted by Spark Connect
         local_root = local_path(self.location)
         if local_root is None:  # remote storage: keep the files where Spark wrote them
             from pyarrow import fs as pafs
@@ -222,35 +220,5 @@ class StagedFiles(Staged):
 
 
 
-LISTING_THRESHOLD = "spark.sql.sources.parallelPartitionDiscovery.threshold"
-#: its value for a read of local files: listed on the driver, whatever their number
-LOCAL_LISTING_THRESHOLD = "1000000"
-
-#: per (session id, setting) held by :func:`_setting`: how many blocks hold it, and the session's own value
-_HELD: dict[tuple[int, str], tuple[int, str | None]] = {}
-_HELD_LOCK = threading.Lock()
-
-
-@contextlib.contextmanager
-def _setting(spark, key: str, value: str) -> Iterator[None]:
-    """Spark setting ``key`` at ``value`` (always the same value for a key) for the block, a
-    read or write it resolves; the session's own value back once the last block holding it, in
-    any thread, ends."""
-    held = (id(spark), key)
-    with _HELD_LOCK:
-        count, previous = _HELD.get(held, (0, None))
-        if not count:
-            previous = spark.conf.get(key, None)
-            spark.conf.set(key, value)
-        _HELD[held] = (count + 1, previous)
-    try:
-        yield
-    finally:
-        with _HELD_LOCK:
-            count, previous = _HELD.pop(held)
-            if count > 1:
-                _HELD[held] = (count - 1, previous)
-            elif previous is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, previous)
+#: Spark's Parquet timestamp type setting, given to the embedded backend's writes as an option
+OUTPUT_TIMESTAMP_TYPE = "spark.sql.parquet.outputTimestampType"

@@ -67,7 +67,8 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from ..errors import InvalidOptionError
-from ..frames import let, one_partition
+from ..execution import one_partition
+from ..frames import let
 from ..inputs import subscriptions
 from ..lags import partition_lags
 from ..ordering import java_order
@@ -183,7 +184,7 @@ def _core(members: DataFrame, partitions: DataFrame, lag: DataFrame | None, *, b
     """The lag-aware assignment; ``kept_from``: resolved owned claims to keep (sticky)."""
     unit = F.col("topic") if balance == "topic" else F.lit("")
     topics_meta = partitions.select("topic").distinct()
-    # one_partition: in a small call, joins that read joins shuffle nothing (frames.one_partition)
+    # one_partition: in a small call, joins that read joins shuffle nothing (execution.one_partition)
     subs = one_partition(subscriptions(members).join(topics_meta, "topic", "left_semi")).withColumn("unit", unit)
     um = subs.select("group_id", "unit", "member_id").distinct().withColumn(
         "u", (F.row_number().over(Window.partitionBy("group_id", "unit").orderBy(

@@ -53,8 +53,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.utils import is_remote
 
 from ..errors import InvalidOptionError
-from ..frames import let, merge_side
-from ..lineage import stored_rows
+from ..execution import merge_side, stored_rows
+from ..frames import let
 from ..options import RACK_AWARE, parse_rack_aware
 from ..ordering import with_member_index
 from ..quota import rank_for_position
@@ -72,7 +72,7 @@ def _rack_mode(rack_aware) -> str:
 
 
 def no_member_racks(members: DataFrame) -> bool:
-    """Whether the members' rows, on the driver in a small call (:func:`~spark_assign.lineage.stored_rows`),
+    """Whether the members' rows, on the driver in a small call (:func:`~spark_assign.execution.stored_rows`),
     show that no member has a rack: then every set takes Kafka's plain ranges whatever
     ``rack_aware`` says, and the rack-aware passes (a large expression that Spark analyzes and
     optimizes in every plan that holds it) are left out. False when the rows are not on the driver.

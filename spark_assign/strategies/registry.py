@@ -63,7 +63,7 @@ class Strategy:
     #: it reads the partitions' per-topic sizes (``topic_sizes=``): validation builds them
     reads_topic_sizes: bool = False
     #: its result plans join what a small call stored, so such a call stores its result
-    #: before returning it (:func:`~spark_assign.lineage.small_call_result`)
+    #: before returning it (:func:`~spark_assign.execution.small_call_result`)
     stores_small_result: bool = False
 
     @property

@@ -29,7 +29,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from ..frames import merge_side
+from ..execution import merge_side
 from ..ordering import java_order, with_member_index
 
 

@@ -27,10 +27,10 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from ..frames import join_small, one_row, sql_name
+from ..execution import join_small, materialize, stored_rows
+from ..frames import one_row, sql_name
 from ..inputs import ASSIGNMENT_COLUMNS
 from ..inputs import topic_sizes as count_topic_sizes
-from ..lineage import materialize, stored_rows
 from ..owned import partition_claims, without_transfers
 from .sticky_general import assign_general
 from .sticky_uniform import assign_uniform, group_layout

@@ -11,8 +11,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from ..frames import one_partition, union_all
-from ..lineage import has_rows, materialize
+from ..execution import has_rows, materialize, one_partition, union_all
 from .sticky_counts import STATE, move_deltas, with_loads
 
 #: cap on the stickiness rounds after balancing (each makes at most one chain of moves per

@@ -13,8 +13,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from ..frames import one_partition
-from ..lineage import materialize, partitioned_by
+from ..execution import materialize, one_partition, partitioned_by
 from ..ordering import java_order, with_member_index
 
 _KEYS = ["group_id", "member_id", "topic"]

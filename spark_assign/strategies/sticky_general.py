@@ -73,8 +73,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ..errors import AssignmentPropertyError, raise_if_rows
+from ..execution import has_rows, materialize, partitioned_by, stored_select
 from ..inputs import topic_sizes as count_topic_sizes
-from ..lineage import has_rows, materialize, partitioned_by, stored_select
 from .sticky_chains import sticky_rounds
 from .sticky_counts import STATE, balancing_round, initial_counts, with_loads
 from .sticky_pairing import MEMBER_ROWS, after_moves, member_rows, pair_moves, synced_state

@@ -12,8 +12,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from ..frames import one_partition
-from ..lineage import materialize
+from ..execution import materialize, one_partition
 
 _KEYS = ["group_id", "member_id", "topic"]
 
@@ -42,7 +41,7 @@ def place(
     keys4 = ["group_id", "member_id", "topic", "partition"]
     counts = counts.where(F.col("count") > 0)  # a member keeps or gets nothing of the others
     subscribed = counts.select("group_id", "topic").distinct()
-    # one_partition: joins of joins shuffle nothing in a small call (frames.one_partition)
+    # one_partition: joins of joins shuffle nothing in a small call (execution.one_partition)
     all_parts = one_partition(subscribed.join(partitions.select("topic", "partition", "racks"), "topic"))
     if owned is None:  # nothing to keep
         if not rack_aware:

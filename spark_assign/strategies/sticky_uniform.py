@@ -69,9 +69,19 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from ..frames import join_small, one_partition, one_row, per_group, union_all
+from ..execution import (
+    broadcast_within,
+    count_rows,
+    has_rows,
+    join_small,
+    materialize,
+    one_partition,
+    partitioned_by,
+    per_group,
+    union_all,
+)
+from ..frames import one_row
 from ..inputs import BLOCK_BITS, owned_or_empty, partition_bit, partition_block, topic_sizes
-from ..lineage import has_rows, in_small_call, materialize, partitioned_by
 from ..ordering import MEMBER_ORDERS, java_order_sql, member_order_keys
 from ..owned import claim_aggregates, claim_outcome, free_to_take, member_ranks
 from ..quota import max_quota, min_quota, num_max_quota
@@ -379,11 +389,10 @@ def _resolve_claims(mem0: DataFrame, gparts: DataFrame, use_racks: bool) -> tupl
     dropped = F.array().cast("array<int>")
     rare = parts.where(F.col("_n_claims") > F.col("_n_usable")).select(
         _G, "topic", "partition", F.col("holder").alias("_h"), F.col("_pos").alias("_hpos"), "_usable")
-    small = in_small_call()
-    n_rare = int(has_rows(parts, greater=("_n_claims", "_n_usable"))) if small else rare.count()
+    n_rare = count_rows(parts, greater=("_n_claims", "_n_usable"))
     mem = mem0
     if n_rare:
-        losers = claims.join(rare if small or n_rare > BROADCAST_ROWS else F.broadcast(rare), [_G, "topic", "partition"]).where(
+        losers = claims.join(broadcast_within(rare, n_rare, BROADCAST_ROWS), [_G, "topic", "partition"]).where(
             ~(F.col("_usable") & (F.col("m_rank") == F.col("_h")) & (F.col("pos") == F.col("_hpos"))))
         lost = one_partition(losers.groupBy(_G, "m_rank").agg(F.sort_array(F.collect_list("pos")).alias("_dropped")))
         mem = mem.join(lost, [_G, "m_rank"], "left")

@@ -11,8 +11,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from ..frames import join_small, one_partition, union_all
-from ..lineage import has_rows, materialize, stored_union
+from ..execution import has_rows, join_small, materialize, one_partition, stored_union, union_all
 from ..ordering import java_order_sql
 
 _G = "group_id"
@@ -54,7 +53,7 @@ def rack_fill(mem: DataFrame, slots: DataFrame, unassigned: DataFrame, base_orde
     each column named in Python costs the driver three JVM round trips."""
     tp = [_G, "topic", "partition"]
     rack_members = mem.where("mrack IS NOT NULL").groupBy(_G, "mrack").count()
-    # one_partition: joins of joins shuffle nothing in a small call (frames.one_partition)
+    # one_partition: joins of joins shuffle nothing in a small call (execution.one_partition)
     ncons = one_partition(unassigned.selectExpr(*tp, "explode(racks) AS mrack").join(rack_members, [_G, "mrack"])
                           .groupBy(*tp).agg(F.expr("sum(count) AS ncons")))
     # Kafka's order: fewest rack-local members first, then topic, partition

@@ -12,8 +12,9 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 
-from .frames import sql_name
-from .lineage import decide_small_call, local_relation, relation_of, rows_within, small_call_rows, stored_rows
+from ..frames import sql_name
+from .policy import decide_small_call, in_small_call, small_call_rows
+from .store import local_relation, relation_of, rows_within, stored_rows
 
 #: the longest owned list the first read of :func:`decide_small_inputs` brings to the driver
 #: whole: a small call whose lists are all this short reads its members once
@@ -49,9 +50,9 @@ def may_be_small(members: DataFrame, max_rows: int, partitions_per_group: int) -
 
 def decide_small_inputs(members: DataFrame, partitions: DataFrame, *,
                         max_rows: int | None = None) -> tuple[DataFrame, DataFrame]:
-    """Decide whether the call in progress is small (:func:`~spark_assign.lineage.decide_small_call`)
+    """Decide whether the call in progress is small (:func:`~spark_assign.execution.policy.decide_small_call`)
     from its normalized inputs, read before anything else with limited reads
-    (:func:`~spark_assign.lineage.rows_within`): the members (at most ``spark.assign.smallCallRows``
+    (:func:`~spark_assign.execution.store.rows_within`): the members (at most ``spark.assign.smallCallRows``
     of them, an owned list only when it has at most :data:`SHORT_OWNED` claims), then as many
     partitions as the call's bound leaves room for (the rows its state can reach: subscriptions
     plus groups times partitions, an estimate for the threshold). A small call gets both inputs
@@ -89,6 +90,26 @@ def decide_small_inputs(members: DataFrame, partitions: DataFrame, *,
     whole = not pc.any(m_rows["_long_list"]).as_py()
     m = relation_of(members, m_rows.drop(["_subscribed", "_long_list"])) if whole else local_relation(members)
     return m, partitions if p_rows is None else relation_of(partitions, p_rows)
+
+
+def decide_small_check(assignment: DataFrame, members: DataFrame, partitions: DataFrame, *, max_rows: int,
+                       partitions_per_group: int) -> tuple[DataFrame, DataFrame, DataFrame]:
+    """Decide whether a property check (:func:`~spark_assign.properties.check_assignment`) is a
+    small call, at most ``max_rows`` rows: one narrow read of the members first
+    (:func:`may_be_small`, each group taken to have ``partitions_per_group`` partitions), then
+    :func:`decide_small_inputs`. Returns the assignment, members and partitions (normalized), as
+    local relations when the call is small and each input fits, else as they were.
+
+    >>> a, m, p = decide_small_check(assignment, members, partitions, max_rows=10_000, partitions_per_group=64)  # doctest: +SKIP
+    """
+    spark = members.sparkSession
+    if not may_be_small(members, max_rows, partitions_per_group):
+        decide_small_call(spark, lambda: max_rows + 1, max_rows=max_rows)  # decided: not small
+        return assignment, members, partitions
+    members, partitions = decide_small_inputs(members, partitions, max_rows=max_rows)
+    if in_small_call() and (rows := rows_within(assignment, max_rows)) is not None:
+        assignment = relation_of(assignment, rows)
+    return assignment, members, partitions
 
 
 def clean_on_driver(members: DataFrame, partitions: DataFrame) -> bool:
