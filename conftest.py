@@ -141,7 +141,7 @@ def small_call_rows(request, spark):
     """``spark.assign.smallCallRows`` set to the test's parameter for the duration of the
     test (None: the default, small calls on), unset after it. Use with
     ``@pytest.mark.parametrize("small_call_rows", [...], indirect=True)``."""
-    from spark_assign.lineage import SMALL_CALL_CONF
+    from spark_assign.execution import SMALL_CALL_CONF
 
     value = getattr(request, "param", None)
     if value is not None:

@@ -8,8 +8,13 @@ base classes (every error is a :class:`SparkAssignError`; the specific ones are 
 :mod:`spark_assign.errors`). Capture from a live cluster is :func:`spark_assign.kafka.capture`.
 Everything else is reachable from its module, without being advertised here.
 
->>> from spark_assign import assign
->>> assignment = assign(members, partitions, "cooperative-sticky")  # doctest: +SKIP
+>>> from spark_assign import assign, check_assignment
+>>> members = spark.createDataFrame([("g1", "c0", ["t0"]), ("g1", "c1", ["t0"])],
+...                                 "group_id string, member_id string, topics array<string>")
+>>> partitions = spark.createDataFrame([("t0", p) for p in range(3)], "topic string, partition int")
+>>> assignment = check_assignment(assign(members, partitions, "cooperative-sticky"), members, partitions)
+>>> assignment.groupBy("member_id").count().orderBy("member_id").collect()
+[Row(member_id='c0', count=2), Row(member_id='c1', count=1)]
 """
 
 from .assign import assign

@@ -33,8 +33,21 @@ def compare_strategies(
     nothing included). ``options`` go to every strategy that takes them
     (``lags`` goes to all).
 
-    >>> compare_strategies(members, parts, lags, ["range", "lag-aware"]).columns  # doctest: +SKIP
-    ['strategy', 'group_id', 'member_id', 'partitions', 'total_lag']
+    >>> members = spark.createDataFrame([("g", "a", ["t"]), ("g", "b", ["t"])],
+    ...                                 "group_id string, member_id string, topics array<string>")
+    >>> parts = spark.createDataFrame([("t", p) for p in range(4)], "topic string, partition int")
+    >>> lags = spark.createDataFrame([("g", "t", 0, 100), ("g", "t", 1, 90), ("g", "t", 2, 10), ("g", "t", 3, 5)],
+    ...                              "group_id string, topic string, partition int, lag long")
+    >>> compare_strategies(members, parts, lags, ["range", "lag-aware"]).orderBy("strategy", "member_id").show()
+    +---------+--------+---------+----------+---------+
+    | strategy|group_id|member_id|partitions|total_lag|
+    +---------+--------+---------+----------+---------+
+    |lag-aware|       g|        a|         2|      105|
+    |lag-aware|       g|        b|         2|      100|
+    |    range|       g|        a|         2|      190|
+    |    range|       g|        b|         2|       15|
+    +---------+--------+---------+----------+---------+
+    <BLANKLINE>
     """
     lag = partition_lags(lags) if lags is not None else None
     out: DataFrame | None = None

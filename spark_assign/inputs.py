@@ -1,5 +1,8 @@
 """The input contract: normalizing and validating members, partitions and lags.
 
+(Past 400 lines: the contract's tables below and the checks that hold inputs to them are
+one reference, read together.)
+
 ``members``: one row per group member.
 
 ================== ======================================== =========
@@ -341,7 +344,14 @@ def validate_inputs(
     ``sizes=False``: returns None, for a caller that does not read the sizes (a small call
     whose rows pass on the driver then builds no plan at all).
 
-    >>> sizes = validate_inputs(normalize_members(members), normalize_partitions(partitions))  # doctest: +SKIP
+    >>> members = spark.createDataFrame([("g", "a", ["t"]), ("g", "a", ["t"])],
+    ...                                 "group_id string, member_id string, topics array<string>")
+    >>> partitions = spark.createDataFrame([("t", 0)], "topic string, partition int")
+    >>> validate_inputs(normalize_members(members), normalize_partitions(partitions))
+    Traceback (most recent call last):
+    ...
+    spark_assign.errors.InvalidMembersError: invalid members: 1 problem row(s):
+      problem='member_id repeated in group', group_id='g', member_id='a', count=2, detail=None
     """
     if in_small_call() and not checks and clean_on_driver(members, partitions):
         # a small call whose rows on the driver pass every check: no action

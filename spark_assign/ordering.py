@@ -22,7 +22,9 @@ MEMBER_ORDERS = ("member_id", "java_hash")
 def java_order(col: Column | str) -> Column:
     """A sort key that orders strings as Java's ``String.compareTo`` does.
 
-    >>> df.orderBy(java_order("member_id"))  # doctest: +SKIP
+    >>> df = spark.createDataFrame([("\uff5e",), ("\U0001F600",), ("z",)], "member_id string")
+    >>> [hex(ord(r.member_id)) for r in df.orderBy(java_order("member_id")).collect()]  # UTF-16: a surrogate first
+    ['0x7a', '0x1f600', '0xff5e']
     """
     c = F.col(col) if isinstance(col, str) else col
     return F.encode(c, "UTF-16BE")

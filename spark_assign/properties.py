@@ -35,7 +35,7 @@ _PROBLEM_COLUMNS = ("group_id", "problem", "member_id", "topic", "partition", "d
 #: the bound (in the rows of :func:`~spark_assign.execution.small_inputs.decide_small_inputs`) under which
 #: :func:`check_assignment` runs as a small call, when ``spark.assign.smallCallRows`` is not
 #: lower: a check is one plan, so the driver's single interpreted partition pays off only for
-#: fewer rows than an ``assign()``'s (BENCHMARKS.md has the measurements)
+#: fewer rows than an ``assign()``'s
 CHECK_SMALL_ROWS = 10_000
 #: the fewest partitions per group :func:`check_assignment` assumes when it decides, from its
 #: members alone, that it is not small (such a check runs as before, after that one narrow read)
@@ -203,8 +203,16 @@ def check_assignment(
     ``cooperative``: also check cooperative safety; a cooperative round leaves
     transferring partitions out, so completeness is then not required.
 
-    >>> assign(members, parts, "range").transform(
-    ...     lambda a: check_assignment(a, members, parts, balance="topic"))  # doctest: +SKIP
+    >>> members = spark.createDataFrame([("g", "a", ["t"]), ("g", "b", ["t"])],
+    ...                                 "group_id string, member_id string, topics array<string>")
+    >>> parts = spark.createDataFrame([("t", 0), ("t", 1)], "topic string, partition int")
+    >>> both_to_a = spark.createDataFrame([("g", "a", "t", 0), ("g", "a", "t", 1)],
+    ...                                   "group_id string, member_id string, topic string, partition int")
+    >>> check_assignment(both_to_a, members, parts, balance="topic")
+    Traceback (most recent call last):
+    ...
+    spark_assign.errors.AssignmentPropertyError: assignment breaks property checks: 1 problem row(s):
+    ...
 
     Small inputs (at most :data:`CHECK_SMALL_ROWS`, and ``spark.assign.smallCallRows``:
     :mod:`spark_assign.execution`) are read to the driver first, a limited read each, and checked

@@ -184,7 +184,12 @@ def protocol_columns(rule: str) -> tuple[str, str]:
     selected assignor; the group follows COOPERATIVE only when every member does
     (one window over ``group_id``).
 
-    >>> member, group = protocol_columns("'static'")  # doctest: +SKIP
+    >>> member, group = protocol_columns("'static'")
+    >>> m = spark.createDataFrame([("g", "a", ["cooperative-sticky"], "cooperative-sticky"),
+    ...                            ("g", "b", ["range", "cooperative-sticky"], "cooperative-sticky")],
+    ...                           "group_id string, member_id string, assignors array<string>, assignor string")
+    >>> [tuple(r) for r in m.selectExpr("member_id", member, group).orderBy("member_id").collect()]
+    [('a', 'COOPERATIVE', 'EAGER'), ('b', 'EAGER', 'EAGER')]
     """
     static, selected = member_protocol(canonical_assignors()), assignor_protocol("assignor")
     dyn = f"({rule}) = 'dynamic'"

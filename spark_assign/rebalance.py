@@ -181,8 +181,21 @@ def rebalance(
     ``first_generation``, ``recorded_at``; ``check`` holds every round to the property checks.
     The details of each are below (:func:`rebalance_rounds`).
 
-    >>> r = rebalance(members, partitions, protocol_rule="dynamic")  # doctest: +SKIP
-    >>> r.summary.show(); r.final.show()                            # doctest: +SKIP
+    >>> members = spark.createDataFrame([("g", "a", ["t"], [("t", p) for p in range(4)], 3), ("g", "b", ["t"], None, None)],
+    ...     "group_id string, member_id string, topics array<string>, "
+    ...     "owned array<struct<topic:string,partition:int>>, generation int")
+    >>> parts = spark.createDataFrame([("t", p) for p in range(4)], "topic string, partition int")
+    >>> r = rebalance(members, parts, strategy="cooperative-sticky")  # b joins a, which owns all four
+    >>> r.summary.select("round", "generation", "protocol", "assigned", "pending", "revoked", "moved").show()
+    +-----+----------+-----------+--------+-------+-------+-----+
+    |round|generation|   protocol|assigned|pending|revoked|moved|
+    +-----+----------+-----------+--------+-------+-------+-----+
+    |    1|         4|COOPERATIVE|       2|      2|      2|    0|
+    |    2|         5|COOPERATIVE|       4|      0|      0|    2|
+    +-----+----------+-----------+--------+-------+-------+-----+
+    <BLANKLINE>
+    >>> sorted((x.member_id, x.partition) for x in r.final.collect())
+    [('a', 0), ('a', 1), ('b', 2), ('b', 3)]
     """
     return rebalance_rounds(
         members, partitions, strategy=strategy, options=options or {}, lags=lags, protocol_rule=protocol_rule,

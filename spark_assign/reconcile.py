@@ -10,7 +10,20 @@ target takes from it (nothing else: no stop-the-world). Round 2, the next heartb
 hands the revoked partitions to their new owners: the same target, not a new
 assignment.
 
->>> r = rebalance(members, partitions, group_protocol="consumer")  # doctest: +SKIP
+>>> from spark_assign import rebalance
+>>> members = spark.createDataFrame([("g", "a", ["t"], [("t", p) for p in range(4)], 3), ("g", "b", ["t"], None, None)],
+...     "group_id string, member_id string, topics array<string>, "
+...     "owned array<struct<topic:string,partition:int>>, generation int")
+>>> parts = spark.createDataFrame([("t", p) for p in range(4)], "topic string, partition int")
+>>> r = rebalance(members, parts, group_protocol="consumer")  # the broker's uniform assignor
+>>> r.summary.select("round", "generation", "protocol", "assigned", "pending", "revoked").show()
++-----+----------+--------+--------+-------+-------+
+|round|generation|protocol|assigned|pending|revoked|
++-----+----------+--------+--------+-------+-------+
+|    1|         4|CONSUMER|       2|      2|      2|
+|    2|         5|CONSUMER|       4|      0|      0|
++-----+----------+--------+--------+-------+-------+
+<BLANKLINE>
 """
 
 from __future__ import annotations

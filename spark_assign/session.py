@@ -75,14 +75,12 @@ def local_session(
     (:data:`MEMORY_PAGE_SIZE`) and ``spark.broadcast.blockSize`` (:data:`BROADCAST_BLOCK_SIZE`).
     Each aggregation or sort of a task takes a whole page with its first row, and each
     broadcast (every job's task binary too) a whole block; at Spark's sizes those arrays
-    were most of a replay's allocation and its garbage collection (BENCHMARKS.md, "A small
-    call's state in one partition").
+    were most of a replay's allocation and its garbage collection.
 
     Where the platform has them, the JVM talks to its Python workers over Unix domain sockets
     (:data:`UNIX_SOCKETS`). Over local TCP each Python task waited for the kernel's delayed
     acknowledgement of its last small write: every read of a frame made by
-    ``spark.createDataFrame`` from Python rows runs such tasks (BENCHMARKS.md, "Python
-    workers over Unix domain sockets").
+    ``spark.createDataFrame`` from Python rows runs such tasks.
 
     Returns the active session unchanged when one already exists (Databricks), and under
     ``spark-submit`` the session of its settings (``--master``, ``--jars``, ``--conf``: none of

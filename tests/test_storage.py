@@ -79,10 +79,10 @@ def test_append_commit_read_and_idempotence(spark, tmp_path):
 
 
 def test_a_table_of_many_local_files_is_read_without_a_listing_job(spark, tmp_path):
-    """Spark lists more than 32 paths with a Spark job of its own (150-350 ms a read); a
-    history's table gains files with every recorded call, and is read several times per
-    call. Its local files are listed on the driver, under the session's own setting after."""
-    from spark_assign.storage.embedded import LISTING_THRESHOLD
+    """Spark lists more than 32 paths with a Spark job of its own; a history's table gains files
+    with every recorded call, and is read several times per call. The sessions spark-assign
+    builds (the test run's too) list them on the driver, and a read leaves the setting as it is."""
+    from spark_assign.session import LISTING_THRESHOLD
 
     store = open_table(spark, str(tmp_path / "t"), SCHEMA, backend="embedded")
     rows = spark.range(0, 40, 1, numPartitions=40).selectExpr(  # a file each
@@ -91,12 +91,28 @@ def test_a_table_of_many_local_files_is_read_without_a_listing_job(spark, tmp_pa
     files = store.write_files(rows)
     store.commit(files, app_id="app-1")
     assert len(DeltaTable(store.location).file_uris()) == len(files) > 32
+    setting = spark.conf.get(LISTING_THRESHOLD)
     tracker = spark.sparkContext.statusTracker()
     before = set(tracker.getJobIdsForGroup(None))
     read = store.read()
     assert set(tracker.getJobIdsForGroup(None)) == before  # no job to list the files
-    assert spark.conf.get(LISTING_THRESHOLD, None) in (None, "32")  # the session's own (Spark's default: 32)
+    assert spark.conf.get(LISTING_THRESHOLD) == setting
     assert_df_equality(read, rows, ignore_row_order=True, ignore_nullable=True)
+
+
+def test_the_embedded_backend_writes_microsecond_timestamps_leaving_the_session_as_it_is(spark, tmp_path):
+    """Delta's timestamps are INT64 microseconds (Spark writes INT96 by default): the embedded
+    backend asks for them in its write's options, and the session's setting stays unset."""
+    import pyarrow.parquet as pq
+
+    key = "spark.sql.parquet.outputTimestampType"
+    assert spark.conf.get(key, None) is None
+    store = open_table(spark, str(tmp_path / "t"), SCHEMA, backend="embedded")
+    files = store.write_files(spark.sql(
+        "SELECT 'g' AS group_id, 1 AS generation, 7L AS lag, TIMESTAMP'2026-01-02 03:04:05' AS at"))
+    column = pq.ParquetFile(tmp_path / "t" / files[0]).schema.column(3)
+    assert (column.name, column.physical_type) == ("at", "INT64") and "microseconds" in str(column.logical_type)
+    assert spark.conf.get(key, None) is None
 
 
 def test_relative_location_is_where_it_was_opened(spark, tmp_path, monkeypatch):

@@ -1,9 +1,14 @@
 """A small call's inputs on the driver: deciding that a call is small from limited reads of
 its inputs, and checking the rows it then holds there before any Spark check runs.
 
->>> members, partitions = decide_small_inputs(members, partitions)  # doctest: +SKIP
->>> clean_on_driver(members, partitions)  # doctest: +SKIP
-True
+>>> from spark_assign.execution import call_scope
+>>> from spark_assign.inputs import normalize_members, normalize_partitions
+>>> m = normalize_members(spark.createDataFrame([("g", "m", ["t"])], "group_id string, member_id string, topics array<string>"))
+>>> p = normalize_partitions(spark.createDataFrame([("t", 0), ("t", 1)], "topic string, partition int"))
+>>> with call_scope(spark) as policy:
+...     m, p = decide_small_inputs(m, p)
+...     policy.decisions, clean_on_driver(m, p)
+(['small'], True)
 """
 
 from __future__ import annotations
@@ -63,7 +68,7 @@ def decide_small_inputs(members: DataFrame, partitions: DataFrame, *,
     lowers the bound below ``spark.assign.smallCallRows`` for a call whose work is one plan
     (:func:`~spark_assign.properties.check_assignment`).
 
-    >>> members, partitions = decide_small_inputs(normalize_members(members), normalize_partitions(partitions))  # doctest: +SKIP
+    (The module's example decides a call of one member and two partitions.)
     """
     import pyarrow.compute as pc
 
@@ -100,7 +105,12 @@ def decide_small_check(assignment: DataFrame, members: DataFrame, partitions: Da
     :func:`decide_small_inputs`. Returns the assignment, members and partitions (normalized), as
     local relations when the call is small and each input fits, else as they were.
 
-    >>> a, m, p = decide_small_check(assignment, members, partitions, max_rows=10_000, partitions_per_group=64)  # doctest: +SKIP
+    >>> from spark_assign.execution import call_scope
+    >>> m = spark.createDataFrame([("g", "m", ["t"])], "group_id string, member_id string, topics array<string>")
+    >>> with call_scope(spark) as policy:
+    ...     _ = decide_small_check(spark.range(0), m, spark.range(0), max_rows=10, partitions_per_group=64)
+    ...     policy.decisions  # one member, and 64 partitions taken for its group: over 10 rows
+    ['large']
     """
     spark = members.sparkSession
     if not may_be_small(members, max_rows, partitions_per_group):

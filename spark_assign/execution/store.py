@@ -3,8 +3,8 @@
 progress is small. Algorithm code calls them and states what it computes; whether a frame
 becomes a checkpoint or a local relation, and whether a join is hinted, is decided here.
 
->>> one_partition(spark.range(4)).rdd.getNumPartitions() > 0  # outside a small call: unchanged
-True
+>>> materialize(spark.range(3)).count()
+3
 """
 
 from __future__ import annotations
@@ -38,7 +38,8 @@ def materialize(df: DataFrame, *, eager: bool = True, accumulates: bool = False)
     such as a replay's per-step outputs) keeps the session's policy even there, so
     that the driver never holds a call's whole output.
 
-    >>> members = materialize(members.where("group_id = 'g1'"))  # doctest: +SKIP
+    >>> materialize(spark.range(5).where("id % 2 = 0")).count()
+    3
     """
     if in_small_call() and not accumulates:
         return local_relation(df)
@@ -52,7 +53,8 @@ def materialize_state(df: DataFrame, *, eager: bool = True, accumulates: bool = 
     size estimate, so that joins of state with state do not compound it.
     ``eager`` and ``accumulates`` as in :func:`materialize`.
 
-    >>> owned = materialize_state(owned.unionByName(new_owned))  # doctest: +SKIP
+    >>> materialize_state(spark.range(2).unionByName(spark.range(3))).count()
+    5
     """
     if in_small_call() and not accumulates:  # a local relation's estimate is its size already
         return local_relation(df)
@@ -65,7 +67,8 @@ def local_relation(df: DataFrame) -> DataFrame:
     shuffle (one partition holds every key). For small frames only (:func:`~spark_assign.execution.policy.decide_small_call`).
     The collected rows stay readable with :func:`stored_rows` while the result lives.
 
-    >>> owned = local_relation(owned)  # doctest: +SKIP
+    >>> local_relation(spark.range(3)).collect()
+    [Row(id=0), Row(id=1), Row(id=2)]
     """
     return relation_of(df, df.toArrow())
 
@@ -85,7 +88,8 @@ def stored_union(a: DataFrame, b: DataFrame) -> DataFrame:
     (:func:`stored_rows`), their rows are put together on the driver instead: a local
     relation of the union, with no Spark action.
 
-    >>> placed = stored_union(placed, proposed)  # doctest: +SKIP
+    >>> stored_union(spark.range(2), spark.range(1)).count()
+    3
     """
     union = a.unionByName(b)
     ra, rb = stored_rows(a), stored_rows(b)
@@ -121,8 +125,13 @@ def stored_rows(df: DataFrame) -> Any:
     (:func:`materialize`), read on the driver with no Spark action; None for any other frame.
     For the flags a step reads off a small frame it has just stored (one action, not two).
 
-    >>> rows = stored_rows(summary)  # doctest: +SKIP
-    >>> pending = one_row(summary.agg(F.max("pending")))[0] if rows is None else max(rows["pending"].to_pylist())  # doctest: +SKIP
+    >>> from spark_assign.execution import call_scope, decide_small_call
+    >>> with call_scope(spark):
+    ...     small = decide_small_call(spark, lambda: 3)
+    ...     stored_rows(materialize(spark.range(3))).num_rows
+    3
+    >>> stored_rows(spark.range(3)) is None
+    True
     """
     policy = current_policy()
     return None if policy is None else policy.rows_of(df)
@@ -133,7 +142,8 @@ def stored_select(df: DataFrame, *cols: str) -> DataFrame:
     :func:`stored_rows` when ``df``'s are: for a projection of a frame a small call
     stored, read on the driver for a flag (:func:`has_rows`) without a Spark action.
 
-    >>> state = stored_select(materialize(rows), "group_id", "member_id")  # doctest: +SKIP
+    >>> stored_select(spark.sql("SELECT 'g' AS group_id, 'm' AS member_id, 1 AS n"), "group_id", "member_id").columns
+    ['group_id', 'member_id']
     """
     out = df.select(*cols)
     rows, policy = stored_rows(df), current_policy()
@@ -149,11 +159,11 @@ def has_rows(df: DataFrame, *, not_null: str | None = None, true: str | None = N
     ``greater[1]``, if given): read off a small call's stored rows (:func:`stored_rows`)
     with no Spark action, else one ``isEmpty`` action.
 
-    >>> has_rows(spark.range(0)), has_rows(spark.sql("SELECT NULL AS key"), not_null="key")  # doctest: +SKIP
+    >>> has_rows(spark.range(0)), has_rows(spark.sql("SELECT NULL AS key"), not_null="key")
     (False, False)
-    >>> has_rows(spark.sql("SELECT false AS moved"), true="moved")  # doctest: +SKIP
+    >>> has_rows(spark.sql("SELECT false AS moved"), true="moved")
     False
-    >>> has_rows(spark.sql("SELECT 3 AS load, 2 AS target"), greater=("load", "target"))  # doctest: +SKIP
+    >>> has_rows(spark.sql("SELECT 3 AS load, 2 AS target"), greater=("load", "target"))
     True
     """
     rows = stored_rows(df)
@@ -184,7 +194,8 @@ def shuffle_partitions(df: DataFrame, rows: int) -> int:
     :data:`ROWS_PER_TASK` rows (Spark's adaptive coalescing would otherwise merge
     them into a few large tasks, whose hash tables outgrow the CPU caches).
 
-    >>> parts.repartition(shuffle_partitions(parts, 2_000_000), "topic")  # doctest: +SKIP
+    >>> shuffle_partitions(spark.range(1), 2_000_000) >= 31  # 2,000,000 rows / 65,536 per task
+    True
     """
     try:
         base = int(df.sparkSession.conf.get("spark.sql.shuffle.partitions") or 200)
@@ -200,7 +211,8 @@ def partitioned_by(df: DataFrame, *cols: str, rows: Callable[[], int] | None = N
     partition (``coalesce(1)``: no shuffle), which holds every key: a union of local
     relations is one partition each.
 
-    >>> by_group = partitioned_by(mem, "group_id")  # doctest: +SKIP
+    >>> partitioned_by(spark.sql("SELECT 'g' AS group_id"), "group_id").count()
+    1
     """
     if in_small_call():
         return df.coalesce(1)
@@ -245,7 +257,8 @@ def one_partition(df: DataFrame) -> DataFrame:
     sort-merge join of two one-partition sides is planned as "either side's partitioning" (a union
     as unknown), so without it every join after the first shuffles both its sides.
 
-    >>> chains = one_partition(starts.join(holders, ["group_id", "topic"])).join(members, "group_id")  # doctest: +SKIP
+    >>> one_partition(spark.range(4)).count()
+    4
     """
     return df.coalesce(1) if in_small_call() else df
 
@@ -256,7 +269,8 @@ def per_group(df: DataFrame) -> DataFrame:
     columns are well under a megabyte). Not hinted in a small call: both sides are one partition
     there, so the join shuffles nothing, where a broadcast is a Spark job of its own.
 
-    >>> owned.join(per_group(step_groups), GROUP, "left_semi")  # doctest: +SKIP
+    >>> spark.range(4).join(per_group(spark.range(2)), "id", "left_semi").count()
+    2
     """
     return df if in_small_call() else F.broadcast(df)
 
@@ -292,7 +306,8 @@ def merge_side(df: DataFrame) -> DataFrame:
     holds under any settings. For range and roundrobin, whose plans join once; the other
     strategies' small calls store their results instead (:func:`small_call_result`).
 
-    >>> members.join(merge_side(metadata), "topic")  # doctest: +SKIP
+    >>> spark.range(4).join(merge_side(spark.range(2)), "id").count()
+    2
     """
     return df.hint("merge") if in_small_call() else df
 
@@ -305,7 +320,8 @@ def small_call_result(df: DataFrame) -> DataFrame:
     generates code for it). Unchanged otherwise: a call inside another returns its plan to a
     caller that reads it under the same settings.
 
-    >>> return small_call_result(result)  # doctest: +SKIP
+    >>> small_call_result(spark.range(2)).count()  # outside an entry point: unchanged
+    2
     """
     policy = current_policy()
     if policy is not None and policy.saved is not None and policy.settings_depth == policy.depth:

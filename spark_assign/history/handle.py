@@ -17,10 +17,29 @@ class AssignmentHistory(HistoryWriter):
     :class:`~.writer.HistoryWriter` over one Delta table per name of
     :data:`TABLES`.
 
-    >>> history = AssignmentHistory("out/history")                     # doctest: +SKIP
-    >>> history.record(assign(members, parts, "range"), members=members,
-    ...                partitions=parts, strategy="range").show()     # doctest: +SKIP
-    >>> history.latest().where("group_id = 'g1'").show()              # doctest: +SKIP
+    >>> import tempfile
+    >>> from spark_assign import assign
+    >>> members = spark.createDataFrame([("g1", "a", ["t"]), ("g1", "b", ["t"])],
+    ...                                 "group_id string, member_id string, topics array<string>")
+    >>> parts = spark.createDataFrame([("t", p) for p in range(3)], "topic string, partition int")
+    >>> history = AssignmentHistory(tempfile.mkdtemp(), spark, backend="embedded")
+    >>> history.record(assign(members, parts, "range"), members=members, partitions=parts,
+    ...                strategy="range").select("group_id", "generation", "members", "partitions").show()
+    +--------+----------+-------+----------+
+    |group_id|generation|members|partitions|
+    +--------+----------+-------+----------+
+    |      g1|         1|      2|         3|
+    +--------+----------+-------+----------+
+    <BLANKLINE>
+    >>> history.latest().where("group_id = 'g1'").select("generation", "member_id", "partition").orderBy("partition").show()
+    +----------+---------+---------+
+    |generation|member_id|partition|
+    +----------+---------+---------+
+    |         1|        a|        0|
+    |         1|        a|        1|
+    |         1|        b|        2|
+    +----------+---------+---------+
+    <BLANKLINE>
     """
 
     def __init__(self, location: str, spark: SparkSession | None = None, *, backend: str | None = None):

@@ -1,5 +1,8 @@
 """Membership events: their contract, their checks, and the steps and rosters of a replay.
 
+(Past 400 lines: the events' contract table below is the reference the checks and the
+replay's steps follow, and they read best beside it.)
+
 **Events** (one row each; columns other than the first four are per kind):
 
 =================== ============================================ ==================================

@@ -12,8 +12,17 @@ Its holder revokes it this round (:func:`spark_assign.properties.revocations`); 
 ``owned`` = this round's result and the generation one higher
 (:func:`next_round_members`), hands it to its new owner.
 
->>> a1 = assign(members, partitions, "cooperative-sticky")            # doctest: +SKIP
->>> a2 = assign(next_round_members(members, a1), partitions, "cooperative-sticky")  # doctest: +SKIP
+>>> from spark_assign import assign
+>>> members = spark.createDataFrame([("g", "a", ["t"], [("t", p) for p in range(4)], 3), ("g", "b", ["t"], [], 3)],
+...     "group_id string, member_id string, topics array<string>, "
+...     "owned array<struct<topic:string,partition:int>>, generation int")
+>>> parts = spark.createDataFrame([("t", p) for p in range(4)], "topic string, partition int")
+>>> a1 = assign(members, parts, "cooperative-sticky")  # a keeps t-0 and t-1; t-2 and t-3 are revoked
+>>> sorted(r.partition for r in a1.collect())
+[0, 1]
+>>> a2 = assign(next_round_members(members, a1), parts, "cooperative-sticky")  # b takes them
+>>> sorted((r.member_id, r.partition) for r in a2.collect())
+[('a', 0), ('a', 1), ('b', 2), ('b', 3)]
 """
 
 from __future__ import annotations
@@ -35,9 +44,7 @@ def assign_cooperative_sticky(
     """Kafka's CooperativeStickyAssignor for every group in ``members`` (normalized).
 
     Returns ``group_id, member_id, topic, partition``; partitions changing owner
-    are absent until the next round.
-
-    >>> assign(members, partitions, "cooperative-sticky").show()  # doctest: +SKIP
+    are absent until the next round (the module's example).
     """
     return sticky_assignment(members, partitions, cooperative=True, rack_aware=rack_aware,
                              member_order=member_order, topic_sizes=topic_sizes)
@@ -48,7 +55,18 @@ def next_round_members(members: DataFrame, assignment: DataFrame) -> DataFrame:
     (sorted by topic, partition), ``generation`` := the group's highest generation
     plus one (0 when no member had one). Other columns are kept.
 
-    >>> round2 = next_round_members(members, assign(members, parts, "cooperative-sticky"))  # doctest: +SKIP
+    >>> members = spark.createDataFrame([("g", "a", ["t"], None, 3), ("g", "b", ["t"], None, 3)],
+    ...     "group_id string, member_id string, topics array<string>, "
+    ...     "owned array<struct<topic:string,partition:int>>, generation int")
+    >>> a1 = spark.createDataFrame([("g", "a", "t", 1), ("g", "a", "t", 0)], "group_id string, member_id string, topic string, partition int")
+    >>> next_round_members(members, a1).select("member_id", "owned", "generation").orderBy("member_id").show()
+    +---------+----------------+----------+
+    |member_id|           owned|generation|
+    +---------+----------------+----------+
+    |        a|[{t, 0}, {t, 1}]|         4|
+    |        b|              []|         4|
+    +---------+----------------+----------+
+    <BLANKLINE>
     """
     m = normalize_members(members)
     owned = owned_lists(assignment, "_owned")

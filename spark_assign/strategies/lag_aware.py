@@ -313,7 +313,14 @@ def assign_lag_aware(
     passed to); None means every lag is 0. Options: see the module doc.
     ``method`` (``auto``/``wave``/``step``) forces the scan kind (for tests).
 
-    >>> assign(members, parts, "lag-aware", lags=lags, balance="group").show()  # doctest: +SKIP
+    >>> from spark_assign import assign
+    >>> members = spark.createDataFrame([("g", "a", ["t"]), ("g", "b", ["t"])],
+    ...                                 "group_id string, member_id string, topics array<string>")
+    >>> parts = spark.createDataFrame([("t", p) for p in range(4)], "topic string, partition int")
+    >>> lags = spark.createDataFrame([("g", "t", 0, 100), ("g", "t", 1, 90), ("g", "t", 2, 10), ("g", "t", 3, 5)],
+    ...                              "group_id string, topic string, partition int, lag long")
+    >>> [(r.member_id, r.partition) for r in assign(members, parts, "lag-aware", lags=lags).orderBy("partition").collect()]
+    [('a', 0), ('b', 1), ('b', 2), ('a', 3)]
     """
     if balance not in BALANCE_MODES:
         raise InvalidOptionError(f"lag-aware: unknown balance {balance!r}, expected one of {BALANCE_MODES}")

@@ -249,7 +249,12 @@ def assign_range(
 ) -> DataFrame:
     """Kafka's RangeAssignor for every group in ``members`` (normalized inputs).
 
-    >>> assign(members, partitions, "range", rack_aware="auto")  # doctest: +SKIP
+    >>> from spark_assign import assign
+    >>> members = spark.createDataFrame([("g", "a", ["t"]), ("g", "b", ["t"])],
+    ...                                 "group_id string, member_id string, topics array<string>")
+    >>> parts = spark.createDataFrame([("t", p) for p in range(3)], "topic string, partition int")
+    >>> [(r.member_id, r.partition) for r in assign(members, parts, "range").orderBy("partition").collect()]
+    [('a', 0), ('a', 1), ('b', 2)]
     """
     mode = _rack_mode(rack_aware)
     if no_member_racks(members):  # every set takes the plain ranges

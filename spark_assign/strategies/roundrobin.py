@@ -51,7 +51,19 @@ def assign_roundrobin(
 ) -> DataFrame:
     """Kafka's RoundRobinAssignor for every group in ``members`` (normalized inputs).
 
-    >>> assign(members, partitions, "roundrobin")  # doctest: +SKIP
+    >>> from spark_assign import assign
+    >>> members = spark.createDataFrame([("g", "a", ["t", "u"]), ("g", "b", ["t", "u"])],
+    ...                                 "group_id string, member_id string, topics array<string>")
+    >>> parts = spark.createDataFrame([("t", 0), ("t", 1), ("u", 0)], "topic string, partition int")
+    >>> assign(members, parts, "roundrobin").orderBy("topic", "partition").show()
+    +--------+---------+-----+---------+
+    |group_id|member_id|topic|partition|
+    +--------+---------+-----+---------+
+    |       g|        a|    t|        0|
+    |       g|        b|    t|        1|
+    |       g|        a|    u|        0|
+    +--------+---------+-----+---------+
+    <BLANKLINE>
     """
     m = with_member_index(members).withColumn(
         "num_members", F.count("*").over(Window.partitionBy("group_id")).cast("int")

@@ -162,7 +162,21 @@ def assign_sticky(
 
     Returns ``group_id, member_id, topic, partition``.
 
-    >>> assign(members, partitions, "sticky").show()  # doctest: +SKIP
+    >>> from spark_assign import assign
+    >>> members = spark.createDataFrame([("g", "a", ["t"], [("t", 2)], 3), ("g", "b", ["t"], [], 3)],
+    ...     "group_id string, member_id string, topics array<string>, "
+    ...     "owned array<struct<topic:string,partition:int>>, generation int")
+    >>> parts = spark.createDataFrame([("t", p) for p in range(4)], "topic string, partition int")
+    >>> assign(members, parts, "sticky").orderBy("partition").show()  # a keeps t-2
+    +--------+---------+-----+---------+
+    |group_id|member_id|topic|partition|
+    +--------+---------+-----+---------+
+    |       g|        a|    t|        0|
+    |       g|        b|    t|        1|
+    |       g|        a|    t|        2|
+    |       g|        b|    t|        3|
+    +--------+---------+-----+---------+
+    <BLANKLINE>
     """
     return sticky_assignment(members, partitions, cooperative=False, rack_aware=rack_aware,
                              member_order=member_order, topic_sizes=topic_sizes)

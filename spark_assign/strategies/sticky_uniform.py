@@ -1,6 +1,9 @@
 """The sticky assignors' uniform-subscription path (Kafka's ConstrainedAssignmentBuilder,
 KAFKA-9987 / KAFKA-12464) as window functions and equi-joins on ranks.
 
+(Past 400 lines: one algorithm, the claims' routes and the quota fill, whose steps share
+their intermediate columns; split, each half would need the other's to be read.)
+
 For a group of ``N`` members that all subscribe to the same topics, with ``P``
 partitions, ``C_f = P // N``, ``C_c = ceil(P / N)`` and ``C_r = P % N`` members
 end at ``C_c`` (:mod:`spark_assign.quota`):

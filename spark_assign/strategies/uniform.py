@@ -26,7 +26,18 @@ Which members keep which partitions when several choices keep as many is not
 Kafka's (Kafka's follows Java hash order): compare results by their properties
 (valid, balanced, partitions kept), as ``tests/cases/kip848/`` does.
 
->>> assign(members, partitions, "uniform").show()  # doctest: +SKIP
+>>> from spark_assign import assign
+>>> members = spark.createDataFrame([("g", "a", ["t"]), ("g", "b", ["t"])],
+...                                 "group_id string, member_id string, topics array<string>")
+>>> parts = spark.createDataFrame([("t", p) for p in range(3)], "topic string, partition int")
+>>> assign(members, parts, "uniform").groupBy("member_id").count().orderBy("member_id").show()
++---------+-----+
+|member_id|count|
++---------+-----+
+|        a|    2|
+|        b|    1|
++---------+-----+
+<BLANKLINE>
 """
 
 from __future__ import annotations
@@ -44,9 +55,7 @@ def assign_uniform(
     """Kafka's server-side UniformAssignor for every group in ``members`` (normalized
     members and partitions, as :func:`spark_assign.assign` passes them).
 
-    Returns ``group_id, member_id, topic, partition``.
-
-    >>> assign(members, partitions, "uniform").show()  # doctest: +SKIP
+    Returns ``group_id, member_id, topic, partition`` (the module's example).
     """
     # the current target assignment has no generation: every claim counts the same
     current = members.withColumn("generation", F.lit(None).cast("int"))
