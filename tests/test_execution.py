@@ -556,3 +556,43 @@ def test_check_assignment_decides_a_small_call_from_its_inputs_and_finds_the_sam
     assert "'unassigned'" in kafka_rows[2] and "not subscribed" in kafka_rows[3]
     assert cooperative.startswith("assignment breaks property checks:")
     assert any("held by a" in r and "handed_over" in r for r in cooperative_rows)
+
+
+@pytest.mark.connect
+def test_a_session_that_does_not_opt_in_gets_the_same_rows(spark):
+    """The small-call path under the session's own settings (a caller's session that does not
+    opt in: adaptive execution, automatic broadcasts, several shuffle partitions) gives every
+    strategy's rows, and a cooperative rebalance's, as the tuned path does, and
+    leaves every setting of the session as it found it."""
+    from spark_assign import assign, rebalance
+    from spark_assign.strategies.registry import STRATEGIES
+
+    owned = "owned array<struct<topic:string,partition:int>>"
+    members = spark.createDataFrame(
+        [("g", f"c{i}", ["t0", "t1"], [("t0", i), ("t1", i)], 1) for i in range(4)] + [("g", "c9", ["t0", "t1"], [], 1)]
+        + [("mixed", "a", ["t0"], [("t0", 0)], 1), ("mixed", "b", ["t0", "t1"], [("t1", 0)], 1),
+           ("mixed", "c", ["t1"], [], 1)],
+        f"group_id string, member_id string, topics array<string>, {owned}, generation int")
+    partitions = spark.createDataFrame([(t, p) for t in ("t0", "t1") for p in range(10)], "topic string, partition int")
+    lags = spark.createDataFrame([(g, t, p, (p * 37) % 11) for g in ("g", "mixed") for t in ("t0", "t1") for p in range(10)],
+                                 "group_id string, topic string, partition int, lag long")
+
+    def run():
+        rows = {name: sorted(tuple(r) for r in assign(members, partitions, name, lags=lags).collect())
+                for name in sorted(STRATEGIES)}
+        r = rebalance(members, partitions, strategy="cooperative-sticky")
+        rows["rebalance"] = sorted(tuple(x) for x in r.final.collect()) + sorted(
+            (x.group_id, x.round, x.moved) for x in r.summary.collect())
+        return rows
+
+    opted_in = spark.conf.get(SMALL_CALL_SETTINGS_CONF, None)
+    spark.conf.unset(SMALL_CALL_SETTINGS_CONF)
+    try:
+        keys = sorted(SMALL_CALL_SETTINGS)
+        own = [spark.conf.get(k, None) for k in keys]
+        untuned = run()
+        assert [spark.conf.get(k, None) for k in keys] == own
+    finally:
+        if opted_in is not None:
+            spark.conf.set(SMALL_CALL_SETTINGS_CONF, opted_in)
+    assert untuned == run()
