@@ -252,8 +252,8 @@ def test_a_small_calls_joins_of_joins_give_the_large_calls_rows(spark, cut):
 
 @pytest.mark.connect
 def test_a_small_call_materializes_local_relations(spark):
-    """A small call's materialized frames hold the same rows and schema as their source, in one
-    partition, readable on the driver while the call runs; aggregations, windows and joins over
+    """A small call's materialized frames hold the same rows and schema as their source,
+    readable on the driver while the call runs; aggregations, windows and joins over
     them give the large call's rows. A large call's are checkpoints, with no rows on the driver."""
     df = spark.createDataFrame([("g", i % 3, [i]) for i in range(20)], "group_id string, n int, xs array<int>")
     df = df.groupBy("group_id", "n").count()  # a shuffle: the plan is no local relation by itself
@@ -268,14 +268,13 @@ def test_a_small_call_materializes_local_relations(spark):
         combined = sorted((r.n, r.rank, r.total) for r in totals.join(ranked, "group_id").collect())
         on_driver = [stored_rows(x) for x in (small, state, small.where("n > 0"))]
         return (small.schema, sorted(small.collect()), sorted(state.collect()), sorted(by_group.collect()),
-                combined, on_driver, [x.rdd.getNumPartitions() for x in (small, state)] if rows < 100 else None)
+                combined, on_driver)
 
-    schema, small, state, by_group, combined, on_driver, partitions = call(10)
+    schema, small, state, by_group, combined, on_driver = call(10)
     assert schema == df.schema and small == state == by_group == sorted(df.collect())
     assert combined == [(0, 1, 20), (1, 2, 20), (2, 3, 20)]
     assert sorted(on_driver[0].to_pylist(), key=str) == sorted((r.asDict() for r in df.collect()), key=str)
     assert on_driver[1] is not None and on_driver[2] is None  # a frame derived from one is not stored
-    assert partitions in (None, [1, 1])  # None over Spark Connect (no RDDs)
     large = call(10**6)  # over the default bound: the session's materialization policy
     assert large[:5] == (schema, small, state, by_group, combined) and large[5] == [None, None, None]
 
