@@ -443,6 +443,19 @@ def test_a_small_calls_driver_rows_pass_exactly_what_the_spark_checks_pass(spark
                 assert (_jobs(spark, lambda: inputs.validate_inputs(sm, sp))[1] == 0) == (rows is None)
 
 
+def _clean_and_mixed_groups(spark):
+    """Members and partitions of two small groups: ``g`` (uniform subscriptions, owning their
+    partitions, one joiner) and ``mixed`` (different subscriptions), over topics t0 and t1."""
+    owned = "owned array<struct<topic:string,partition:int>>"
+    members = spark.createDataFrame(
+        [("g", f"c{i}", ["t0", "t1"], [("t0", i), ("t1", i)], 1) for i in range(4)] + [("g", "c9", ["t0", "t1"], [], 1)]
+        + [("mixed", "a", ["t0"], [("t0", 0)], 1), ("mixed", "b", ["t0", "t1"], [("t1", 0)], 1),
+           ("mixed", "c", ["t1"], [], 1)],
+        f"group_id string, member_id string, topics array<string>, {owned}, generation int")
+    return members, spark.createDataFrame([(t, p) for t in ("t0", "t1") for p in range(10)],
+                                          "topic string, partition int")
+
+
 def test_a_small_calls_result_runs_as_one_job_under_the_sessions_settings(spark):
     """A small call's result is run by its caller after the call has given the session's
     settings back (automatic broadcasts on). Range's and roundrobin's last join is hinted and
@@ -453,13 +466,7 @@ def test_a_small_calls_result_runs_as_one_job_under_the_sessions_settings(spark)
     another small call returns the same rows."""
     from spark_assign import assign
 
-    owned = "owned array<struct<topic:string,partition:int>>"
-    members = spark.createDataFrame(
-        [("g", f"c{i}", ["t0", "t1"], [("t0", i), ("t1", i)], 1) for i in range(4)] + [("g", "c9", ["t0", "t1"], [], 1)]
-        + [("mixed", "a", ["t0"], [("t0", 0)], 1), ("mixed", "b", ["t0", "t1"], [("t1", 0)], 1),
-           ("mixed", "c", ["t1"], [], 1)],
-        f"group_id string, member_id string, topics array<string>, {owned}, generation int")
-    partitions = spark.createDataFrame([(t, p) for t in ("t0", "t1") for p in range(10)], "topic string, partition int")
+    members, partitions = _clean_and_mixed_groups(spark)
     assert spark.conf.get("spark.sql.autoBroadcastJoinThreshold") != "-1"
     everything = sorted((g, t, p) for g in ("g", "mixed") for t in ("t0", "t1") for p in range(10))
     for strategy in ("range", "roundrobin", "sticky", "cooperative-sticky", "lag-aware"):
@@ -566,13 +573,7 @@ def test_a_session_that_does_not_opt_in_gets_the_same_rows(spark):
     from spark_assign import assign, rebalance
     from spark_assign.strategies.registry import STRATEGIES
 
-    owned = "owned array<struct<topic:string,partition:int>>"
-    members = spark.createDataFrame(
-        [("g", f"c{i}", ["t0", "t1"], [("t0", i), ("t1", i)], 1) for i in range(4)] + [("g", "c9", ["t0", "t1"], [], 1)]
-        + [("mixed", "a", ["t0"], [("t0", 0)], 1), ("mixed", "b", ["t0", "t1"], [("t1", 0)], 1),
-           ("mixed", "c", ["t1"], [], 1)],
-        f"group_id string, member_id string, topics array<string>, {owned}, generation int")
-    partitions = spark.createDataFrame([(t, p) for t in ("t0", "t1") for p in range(10)], "topic string, partition int")
+    members, partitions = _clean_and_mixed_groups(spark)
     lags = spark.createDataFrame([(g, t, p, (p * 37) % 11) for g in ("g", "mixed") for t in ("t0", "t1") for p in range(10)],
                                  "group_id string, topic string, partition int, lag long")
 
