@@ -19,11 +19,9 @@ them in their JoinGroup subscription:
   or ``lost`` (``departed="crash"``: they vanished without a revocation);
 * groups the history does not know start fresh.
 
-Both results feed :func:`spark_assign.rebalance`::
+The result feeds :func:`spark_assign.rebalance` as its members::
 
-    carried = owned_from_history(members, history)
-    rebalance(carried.members, partitions, departed=carried.departed, history=history,
-              rejoined=carried.rejoined)
+    rebalance(owned_from_history(members, history), partitions, history=history)
 """
 
 from __future__ import annotations

@@ -75,6 +75,7 @@ from .inputs import (
     validate_inputs,
 )
 from .owned import resolve_owned
+from .ownership import CarriedOwnership
 from .properties import cooperative_violations, validity_violations
 from .protocol import (
     CONSUMER,
@@ -151,34 +152,42 @@ def _with_extra(members: DataFrame) -> tuple[DataFrame, list[str], DataFrame | N
 
 
 def rebalance(
-    members: DataFrame,
+    members: DataFrame | CarriedOwnership,
     partitions: DataFrame,
     *,
+    # the assignor
     strategy: str | None = None,
     options: Mapping[str, Any] | None = None,
     lags: DataFrame | None = None,
-    protocol_rule: str = "static",
+    # the protocol
     group_protocol: str = "classic",
+    protocol_rule: str = "static",
     max_rounds: int = 5,
-    departed: DataFrame | None = None,
-    rejoined: DataFrame | None = None,
+    # the record
     history: AssignmentHistory | None = None,
     first_generation: int | None = None,
     recorded_at: datetime | None = None,
+    # the checks
     check: bool = False,
     validate: bool = True,
 ) -> RebalanceResult:
     """Rebalance every group in ``members``: selection, protocol, revocations,
     assignment and follow-up rounds until nothing is pending.
 
-    The assignor: ``strategy`` forces one for every group (as if every member listed only
-    it; default: the one Kafka selects from the members' ``assignors``), with ``options``
-    (each strategy takes those it declares), reading ``lags``. The protocol: ``protocol_rule``
-    (``static``, Kafka's; ``dynamic``, KIP-726's proposal), ``group_protocol`` (``classic``
-    or ``consumer``, KIP-848), at most ``max_rounds`` rounds. What the members owned:
-    ``members``' ``owned`` lists, with ``departed`` and ``rejoined`` as
-    :func:`~spark_assign.ownership.owned_from_history` gives them. The record: ``history``,
-    ``first_generation``, ``recorded_at``; ``check`` holds every round to the property checks.
+    - What the members own: ``members``' ``owned`` lists (the input contract), or
+      :func:`~spark_assign.ownership.owned_from_history`'s result, which also carries the
+      departed members' partitions and the static members that rejoined under a new id.
+    - The assignor: ``strategy`` forces one for every group (as if every member listed only
+      it; default: the one Kafka selects from the members' ``assignors``), with ``options``
+      (each strategy takes those it declares), reading ``lags``.
+    - The protocol: ``group_protocol`` (``classic``, JoinGroup rounds; ``consumer``, KIP-848's
+      reconciliation), ``protocol_rule`` (``static``, Kafka's; ``dynamic``, KIP-726's
+      proposal), at most ``max_rounds`` rounds.
+    - The record: every round goes to ``history`` as a generation, numbered from
+      ``first_generation`` if given, stamped ``recorded_at`` (default: now).
+    - The checks: ``validate`` the inputs first; ``check`` every round against the property
+      checks before anything is recorded.
+
     The details of each are below (:func:`rebalance_rounds`).
 
     >>> members = spark.createDataFrame([("g", "a", ["t"], [("t", p) for p in range(4)], 3), ("g", "b", ["t"], None, None)],
@@ -197,6 +206,9 @@ def rebalance(
     >>> sorted((x.member_id, x.partition) for x in r.final.collect())
     [('a', 0), ('a', 1), ('b', 2), ('b', 3)]
     """
+    departed = rejoined = None
+    if isinstance(members, CarriedOwnership):
+        members, departed, rejoined = members
     return rebalance_rounds(
         members, partitions, strategy=strategy, options=options or {}, lags=lags, protocol_rule=protocol_rule,
         group_protocol=group_protocol, max_rounds=max_rounds, departed=departed, rejoined=rejoined,

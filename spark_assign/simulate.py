@@ -57,16 +57,20 @@ def simulate(
     events: DataFrame,
     partitions: DataFrame,
     *,
+    # the assignor
     strategy: str | None = None,
-    protocol_rule: str = "static",
-    timing: Timing | Mapping[str, Any] | None = None,
     options: Mapping[str, Any] | None = None,
-    scheduled_rebalance_max_delay_ms: int = 0,
     lags: DataFrame | None = None,
-    history: AssignmentHistory | None = None,
-    max_rounds: int = 5,
-    validate: bool = True,
+    # the protocol
     group_protocol: str | None = None,
+    protocol_rule: str = "static",
+    max_rounds: int = 5,
+    scheduled_rebalance_max_delay_ms: int = 0,
+    # the clock
+    timing: Timing | Mapping[str, Any] | None = None,
+    # the record and the checks
+    history: AssignmentHistory | None = None,
+    validate: bool = True,
 ) -> SimulationResult:
     """Replay ``events`` (see the module doc) for every group through rebalances.
 

@@ -8,6 +8,7 @@ from spark_assign import assign
 from spark_assign.errors import NoCommonAssignorError
 from spark_assign.execution import union_all
 from spark_assign.history import AssignmentHistory
+from spark_assign.ownership import owned_from_history
 from spark_assign.properties import check_assignment, cooperative_violations
 from spark_assign.rebalance import rebalance, rebalance_rounds
 
@@ -64,6 +65,37 @@ def test_cooperative_two_rounds_recorded(spark, tmp_path, small_call_rows):
         (2, 1, "cooperative", "cooperative-sticky"), (3, 2, "cooperative", "cooperative-sticky")]
     assert gens[0].unassigned == s[1].pending and gens[1].unassigned == 0
     assert history.revocations(kind="revoked").count() == s[1].revoked
+
+
+@pytest.mark.parametrize("departed, kind", [("leave", "revoked"), ("crash", "lost")])
+def test_members_carried_from_the_history(spark, tmp_path, departed, kind):
+    """rebalance(owned_from_history(members, history), ...): each member owns what the
+    group's latest generation gave it, a static member back under a new member id owns its
+    old id's partitions (KIP-345), and the partitions of the member gone from the input are
+    revoked (it left) or lost (it crashed), then handed out; nothing else moves."""
+    schema = "group_id string, member_id string, group_instance_id string, topics array<string>"
+    parts = spark.createDataFrame([("t", p) for p in range(6)], "topic string, partition int")
+    history = AssignmentHistory(str(tmp_path / "history"), spark, backend="embedded")
+    first = spark.createDataFrame([("g", "a", None, ["t"]), ("g", "b", "static-b", ["t"]),
+                                   ("g", "c", None, ["t"])], schema)
+    rebalance(first, parts, strategy="cooperative-sticky", history=history)
+    held = {}
+    for row in history.latest().collect():
+        held.setdefault(row.member_id, set()).add(row.partition)
+    assert sorted(len(v) for v in held.values()) == [2, 2, 2]
+
+    second = spark.createDataFrame([("g", "b-restarted", "static-b", ["t"]), ("g", "c", None, ["t"])], schema)
+    r = rebalance(owned_from_history(second, history, departed=departed), parts, strategy="cooperative-sticky",
+                  history=history)
+    final = {}
+    for row in r.final.collect():
+        final.setdefault(row.member_id, set()).add(row.partition)
+    assert sorted(final) == ["b-restarted", "c"]
+    assert final["b-restarted"] >= held["b"] and final["c"] >= held["c"]
+    assert final["b-restarted"] | final["c"] == set(range(6)) and len(final["b-restarted"]) == 3
+    gone = history.revocations(kind=kind).collect()
+    assert sorted(row.partition for row in gone) == sorted(held["a"]) and {row.member_id for row in gone} == {"a"}
+    check_assignment(r.final, second, parts, balance="count")
 
 
 def test_no_common_assignor_records_nothing(spark, tmp_path):

@@ -60,7 +60,7 @@ from ..errors import InvalidConfigError, SparkAssignError
 from ..history import AssignmentHistory
 from ..input_files import read_input
 from ..inputs import diagnostics
-from ..ownership import DEPARTURES, owned_from_history
+from ..ownership import DEPARTURES, CarriedOwnership, owned_from_history
 from ..protocol import PROTOCOL_RULES
 from ..rebalance import rebalance
 from ..strategies.registry import strategy_name, strategy_options
@@ -300,19 +300,16 @@ def run(cfg: dict[str, Any], spark: SparkSession) -> DataFrame:
     members, partitions, lags = read_members(cfg, spark)
 
     source = owned_source(cfg["owned_from"], members)
-    departed = rejoined = None
-    rebalancing = members
+    rebalancing: DataFrame | CarriedOwnership = members
     if source == "history":
-        carried = owned_from_history(members, history, departed=cfg["departed"],
-                                     before_generation=cfg.get("generation"))
-        rebalancing, departed, rejoined = carried.members, carried.departed, carried.rejoined
+        rebalancing = owned_from_history(members, history, departed=cfg["departed"],
+                                         before_generation=cfg.get("generation"))
     elif source == "none":
         rebalancing = members.drop(*[c for c in ("owned", "generation", "protocol") if c in members.columns])
     result = rebalance(
-        rebalancing, partitions, lags=lags, history=history, protocol_rule=cfg["protocol_rule"],
-        strategy=cfg.get("strategy"), max_rounds=int(cfg["max_rounds"]), departed=departed,
-        first_generation=cfg.get("generation"), check=bool(cfg.get("check")), rejoined=rejoined,
-        options=cfg.get("options") or {})
+        rebalancing, partitions, strategy=cfg.get("strategy"), options=cfg.get("options") or {}, lags=lags,
+        protocol_rule=cfg["protocol_rule"], max_rounds=int(cfg["max_rounds"]), history=history,
+        first_generation=cfg.get("generation"), check=bool(cfg.get("check")))
     return summarize(history, result.summary, members, partitions, source)
 
 

@@ -38,16 +38,20 @@ def what_if(
     partitions: DataFrame,
     variants: Iterable[dict],
     *,
-    timing: Timing | Mapping[str, Any] | None = None,
-    scheduled_rebalance_max_delay_ms: int = 0,
-    protocol_rule: str = "static",
+    # the variants' defaults: the assignor's
+    options: Mapping[str, Any] | None = None,
     lags: DataFrame | None = None,
+    # the protocol's
+    group_protocol: str | None = None,
+    protocol_rule: str = "static",
+    max_rounds: int = 5,
+    scheduled_rebalance_max_delay_ms: int = 0,
+    # the clock's
+    timing: Timing | Mapping[str, Any] | None = None,
+    # the record and the checks
     history: AssignmentHistory | None = None,
     record_variant: str | None = None,
-    max_rounds: int = 5,
     validate: bool = True,
-    group_protocol: str | None = None,
-    options: Mapping[str, Any] | None = None,
 ) -> DataFrame:
     """The same events under several strategies / protocols, in one replay.
 
