@@ -60,8 +60,29 @@ def owned_from_history(members: DataFrame, history, *, departed: str = "leave",
     from the input are ``revoked``) or ``"crash"`` (``lost``). ``before_generation``:
     take the latest generation below it (a re-run of a recorded rebalance).
 
-    >>> carried = owned_from_history(spark.read.json("members.jsonl"), history)  # doctest: +SKIP
-    >>> carried.members.select("member_id", "owned", "generation").show()       # doctest: +SKIP
+    >>> import tempfile
+    >>> from spark_assign import AssignmentHistory, assign
+    >>> members = spark.createDataFrame([("g", "a", ["t"]), ("g", "b", ["t"])],
+    ...                                 "group_id string, member_id string, topics array<string>")
+    >>> parts = spark.createDataFrame([("t", p) for p in range(4)], "topic string, partition int")
+    >>> history = AssignmentHistory(tempfile.mkdtemp(), spark, backend="embedded")
+    >>> _ = history.record(assign(members, parts, "range"), members=members, partitions=parts, strategy="range")
+    >>> carried = owned_from_history(members.where("member_id = 'b'"), history, departed="crash")
+    >>> carried.members.select("member_id", "owned", "generation", "protocol").show(truncate=False)
+    +---------+----------------+----------+--------+
+    |member_id|owned           |generation|protocol|
+    +---------+----------------+----------+--------+
+    |b        |[{t, 2}, {t, 3}]|1         |EAGER   |
+    +---------+----------------+----------+--------+
+    <BLANKLINE>
+    >>> carried.departed.orderBy("partition").show()  # a crashed: its partitions are lost
+    +--------+---------+-----+---------+----+
+    |group_id|member_id|topic|partition|kind|
+    +--------+---------+-----+---------+----+
+    |       g|        a|    t|        0|lost|
+    |       g|        a|    t|        1|lost|
+    +--------+---------+-----+---------+----+
+    <BLANKLINE>
     """
     if departed not in DEPARTURES:
         raise InvalidOptionError(f"departed={departed!r}: expected one of {sorted(DEPARTURES)}")

@@ -101,8 +101,20 @@ def simulate(
     next one at the heartbeat's time, so the partitions awaiting it count as unassigned
     for one heartbeat (the what-if's ``unassigned_partition_seconds``).
 
-    >>> r = simulate(events, partitions, history=AssignmentHistory("out/history"))  # doctest: +SKIP
-    >>> r.generations.orderBy("group_id", "generation").show()                      # doctest: +SKIP
+    >>> events = spark.createDataFrame([("g", 0, "join", "a", ["t"], ["range", "cooperative-sticky"]),
+    ...                                 ("g", 60_000, "join", "b", ["t"], ["range", "cooperative-sticky"])],
+    ...     "group_id string, at long, kind string, member_id string, topics array<string>, assignors array<string>")
+    >>> parts = spark.createDataFrame([("t", p) for p in range(4)], "topic string, partition int")
+    >>> r = simulate(events, parts)  # Kafka selects range, the first both list: EAGER
+    >>> r.generations.orderBy("generation").select(
+    ...     "generation", "strategy", "protocol", "members", "assigned", "revoked").show()
+    +----------+--------+--------+-------+--------+-------+
+    |generation|strategy|protocol|members|assigned|revoked|
+    +----------+--------+--------+-------+--------+-------+
+    |         1|   range|   EAGER|      1|       4|      0|
+    |         2|   range|   EAGER|      2|       4|      4|
+    +----------+--------+--------+-------+--------+-------+
+    <BLANKLINE>
     """
     group_protocol = protocol_of(strategy, group_protocol)
     if group_protocol == "consumer" and strategy is None:  # the broker's default: the members' lists play no part

@@ -3,8 +3,7 @@
 Every method returns a DataFrame of committed rows only: the ``assignments``,
 ``revocations`` and ``members`` rows whose ``(group_id, generation, record_id)``
 is in ``generations`` (the commit marker, see :mod:`spark_assign.history`).
-
->>> history.latest().where("group_id = 'g1'").show()  # doctest: +SKIP
+An example builds one: :class:`~spark_assign.history.AssignmentHistory`.
 """
 
 from __future__ import annotations
