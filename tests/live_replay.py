@@ -9,14 +9,16 @@ Each event is acted out at its time on the scaled clock (:data:`SCALE` of the sc
 * ``crash``: SIGKILL of its process (no callback, no LeaveGroup);
 * ``leave``: ``close()``; a static member's close sends no LeaveGroup;
 * ``config_change``: a restart: ``close()``, then, :data:`RESTART_MS` later, the member's next
-  incarnation subscribes with the new ``partition.assignment.strategy`` (and the same
-  ``group.instance.id``). It is recorded as what it was, a ``leave`` and a ``join``;
+  incarnation subscribes with the new ``partition.assignment.strategy``, or the new
+  ``group.protocol`` when the event has a ``group_protocol`` (a member-by-member migration),
+  and the same ``group.instance.id``. It is recorded as what it was, a ``leave`` and a ``join``;
 * ``subscribe``: ``subscribe()`` with the new topics; ``partitions_added``: CreatePartitions;
 * ``lag_change``: nothing (no assignor of a live replay reads lags).
 
 :class:`LiveRun` keeps what happened, with wall-clock times: the events as acted out (the times
 ``simulate()`` is fed, since a JVM's start-up does not scale with the clock), each member's
-rebalance callbacks, and for a KIP-848 group the epochs ConsumerGroupDescribe reported. A classic
+rebalance callbacks, and for a group with KIP-848 members the group's type and epochs as the
+admin client described them. A classic
 member's join is timed when the coordinator added it, as the broker's log says
 (:func:`broker_joins`): its first wait of ``group.initial.rebalance.delay.ms`` runs from the first
 member's, and the sample puts s1's join at its very end, so the few milliseconds between a
@@ -148,11 +150,13 @@ class LiveRun:
     """What a live replay did and saw. ``events``: the scenario's rows with ``at`` the time each
     was acted out (ms since the replay began); ``callbacks``: every member's; ``epochs``: a
     KIP-848 group's ``(at, group_epoch, target_epoch, members)`` as ConsumerGroupDescribe
-    answered; ``killed``: ``(member, incarnation) -> at``; ``ended``: when the replay stopped."""
+    answered; ``types``: ``(at, type)`` at each change of the group's type (``CLASSIC``,
+    ``CONSUMER``), when some member used the consumer protocol; ``killed``: ``(member, incarnation) -> at``; ``ended``: when the replay stopped."""
 
     events: list[dict]
     callbacks: list[Callback] = field(default_factory=list)
     epochs: list[tuple] = field(default_factory=list)
+    types: list[tuple[int, str]] = field(default_factory=list)
     killed: dict = field(default_factory=dict)
     ended: int = 0
     logs: Path | None = None
@@ -182,16 +186,21 @@ def replay_live(broker, group_id: str, events: list[dict], *, group_protocol: st
                 strategy: str | None = None, remote_assignor: str = "uniform") -> LiveRun:
     """Act ``events`` (one group's, ordered by ``at``, the scenario's milliseconds) out on
     ``broker`` on the live clock. ``strategy``: every member lists only this assignor (a
-    what-if's forced strategy); otherwise each member its event's ``assignors``."""
+    what-if's forced strategy); otherwise each member its event's ``assignors``. ``group_protocol``:
+    every member's ``group.protocol``, unless its event names another (``group_protocol``)."""
     folder = Path(tempfile.mkdtemp(prefix=f"replay-{group_id}-"))
     t0: list[float] = [0.0]
     incarnations: dict[str, list[_Process]] = {}
     current: dict[str, int] = {}
 
+    def protocol_of(event: dict) -> str:
+        return event.get("group_protocol") or group_protocol
+
     def properties(name: str, k: int, event: dict) -> Path:
+        protocol = protocol_of(event)
         config = {"bootstrap.servers": broker.bootstrap, "group.id": group_id, "client.id": name,
-                  "enable.auto.commit": "false", "auto.offset.reset": "earliest", "group.protocol": group_protocol}
-        if group_protocol == "classic":
+                  "enable.auto.commit": "false", "auto.offset.reset": "earliest", "group.protocol": protocol}
+        if protocol == "classic":
             lists = [strategy] if strategy else list(event.get("assignors") or ["range", "cooperative-sticky"])
             config.update(CLASSIC, **{"partition.assignment.strategy": ",".join(ASSIGNORS[a] for a in lists)})
         else:
@@ -247,7 +256,8 @@ def replay_live(broker, group_id: str, events: list[dict], *, group_protocol: st
                     incarnations[name][k - 1].wait_for("closed")
                 p.send("go")
                 acted = {**e, "at": since(p.wait_for("joined"))}
-                joins.append((len(run.events), e.get("group_instance_id") or name))
+                if protocol_of(e) == "classic":  # timed by the broker's log below
+                    joins.append((len(run.events), e.get("group_instance_id") or name))
                 current[name], topics_now[name] = k, list(e["topics"])
             elif action in ("close", "leave"):  # a restart's close, or a leave: close()
                 p = incarnations[name][current[name]]
@@ -285,19 +295,23 @@ def replay_live(broker, group_id: str, events: list[dict], *, group_protocol: st
                     continue
                 run.callbacks.append(Callback(name, k, line["ev"], int(line["t"] - t0[0]), line.get("gen"),
                                               line.get("member"), frozenset(map(tuple, line.get("tps") or ()))))
-    if group_protocol == "classic" and broker.log is not None:
+    if joins and broker.log is not None:
         added = broker_joins(broker.log, group_id)
         for i, key in joins:  # each join at the first addition of its member since it subscribed
             harness = run.events[i]["at"]
             j = next((j for j, (a, k) in enumerate(added) if k == key and a - t0[0] >= harness - 5), None)
             assert j is not None, f"the broker's log ({broker.log}) has no addition of {key} to {group_id} after {harness} ms"
             run.events[i]["at"] = int(added.pop(j)[0] - t0[0])
-    if group_protocol == "consumer":
-        run.epochs = [(int(x["t"] - t0[0]), x["group_epoch"], x["target_epoch"], x["members"])
-                      for x in watcher.lines if x["ev"] == "epoch"]
+    if group_protocol == "consumer" or any(e.get("group_protocol") == "consumer" for e in events):
+        described = [x for x in watcher.lines if x["ev"] == "epoch"]
+        run.epochs = [(int(x["t"] - t0[0]), x["group_epoch"], x["target_epoch"], x["members"]) for x in described]
+        for x in described:  # GroupType's names: "Classic", "Consumer"
+            if not run.types or run.types[-1][1] != x["type"].upper():
+                run.types.append((int(x["t"] - t0[0]), x["type"].upper()))
     run.callbacks.sort(key=lambda c: c.at)
     # kept beside the members' logs, for a failing comparison's reader
     (folder / "run.json").write_text(json.dumps({"events": run.events, "ended": run.ended, "epochs": run.epochs,
+                                                 "types": run.types,
                                                  "killed": [[m, k, at] for (m, k), at in run.killed.items()],
                                                  "callbacks": [[c.member, c.incarnation, c.ev, c.at, c.gen,
                                                                 c.member_id, sorted(c.tps)] for c in run.callbacks]}))

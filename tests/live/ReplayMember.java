@@ -28,8 +28,9 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
  *           {"ev": "assigned" | "revoked" | "lost", "t", "gen", "member", "tps": [[topic, p], ...]}
  *           from the rebalance callbacks; {"ev": "closing", "t"} and {"ev": "closed", "t"} around close()
  * java ReplayMember watch &lt;admin.properties&gt; group
- *   stdout: {"ev": "epoch", "t", "group_epoch", "target_epoch", "members": [[client, epoch], ...]}
- *           whenever ConsumerGroupDescribe's answer changes; stops on "close"
+ *   stdout: {"ev": "epoch", "t", "type", "group_epoch", "target_epoch", "members": [[client, epoch], ...]}
+ *           whenever the group's description changes (ConsumerGroupDescribe, or DescribeGroups for
+ *           a classic group: type CLASSIC, no epochs); stops on "close"
  * </pre>
  *
  * A crash is the driver's SIGKILL of the process: no callback, no LeaveGroup.
@@ -166,7 +167,7 @@ public final class ReplayMember {
                     // before its first member: the coordinator answers that it knows no such group
                     if (e.getCause() instanceof org.apache.kafka.common.errors.GroupIdNotFoundException && last.isEmpty()) {
                         last = "none";
-                        emit("epoch", "\"group_epoch\": -1, \"target_epoch\": -1, \"state\": \"none\", \"members\": []");
+                        emit("epoch", "\"type\": \"none\", \"group_epoch\": -1, \"target_epoch\": -1, \"state\": \"none\", \"members\": []");
                     }
                     Thread.sleep(50);
                     continue;
@@ -175,7 +176,8 @@ public final class ReplayMember {
                 d.members().stream().sorted(Comparator.comparing(MemberDescription::clientId)).forEach(m ->
                     members.append(members.length() > 1 ? ", " : "").append("[").append(quoted(m.clientId()))
                         .append(", ").append(m.memberEpoch().orElse(-1)).append("]"));
-                String now = "\"group_epoch\": " + d.groupEpoch().orElse(-1) + ", \"target_epoch\": "
+                String now = "\"type\": " + quoted(String.valueOf(d.type())) + ", \"group_epoch\": "
+                    + d.groupEpoch().orElse(-1) + ", \"target_epoch\": "
                     + d.targetAssignmentEpoch().orElse(-1) + ", \"state\": " + quoted(String.valueOf(d.groupState()))
                     + ", \"members\": " + members + "]";
                 if (!now.equals(last)) {
