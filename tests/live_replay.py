@@ -18,11 +18,11 @@ Each event is acted out at its time on the scaled clock (:data:`SCALE` of the sc
 :class:`LiveRun` keeps what happened, with wall-clock times: the events as acted out (the times
 ``simulate()`` is fed, since a JVM's start-up does not scale with the clock), each member's
 rebalance callbacks, and for a group with KIP-848 members the group's type and epochs as the
-admin client described them. A classic
-member's join is timed when the coordinator added it, as the broker's log says
-(:func:`broker_joins`): its first wait of ``group.initial.rebalance.delay.ms`` runs from the first
-member's, and the sample puts s1's join at its very end, so the few milliseconds between a
-``subscribe()`` and the JoinGroup that adds the member decide whether the wait is extended.
+admin client described them. A classic member's join is timed when the coordinator added it, as
+the broker's log says (:func:`broker_joins`): its first wait of
+``group.initial.rebalance.delay.ms`` runs from the first member's, and the sample puts s1's join
+at its very end, so the few milliseconds between a ``subscribe()`` and the JoinGroup that adds the
+member decide whether the wait is extended.
 """
 
 from __future__ import annotations
@@ -151,7 +151,8 @@ class LiveRun:
     was acted out (ms since the replay began); ``callbacks``: every member's; ``epochs``: a
     KIP-848 group's ``(at, group_epoch, target_epoch, members)`` as ConsumerGroupDescribe
     answered; ``types``: ``(at, type)`` at each change of the group's type (``CLASSIC``,
-    ``CONSUMER``), when some member used the consumer protocol; ``killed``: ``(member, incarnation) -> at``; ``ended``: when the replay stopped."""
+    ``CONSUMER``), when some member used the consumer protocol; ``killed``: ``(member,
+    incarnation) -> at``; ``ended``: when the replay stopped."""
 
     events: list[dict]
     callbacks: list[Callback] = field(default_factory=list)
