@@ -228,6 +228,16 @@ def final_holdings(run: LiveRun) -> dict[tuple[str, int], frozenset]:
     return {k: v for k, v in last.items() if v}
 
 
+def consumed_once_at_the_end(run: LiveRun, sizes: dict[str, int]) -> dict[tuple[str, int], frozenset]:
+    """:func:`final_holdings`, asserted to hold every partition (the grown topics' new ones
+    included) exactly once."""
+    final = final_holdings(run)
+    held = [tp for tps in final.values() for tp in tps]
+    grown = {**sizes, **{e["topic"]: e["partitions"] for e in run.events if e["kind"] == "partitions_added"}}
+    assert len(held) == len(set(held)) == sum(grown.values()), f"final live assignment {final} ({run.logs})"
+    return final
+
+
 def check_consumer_agreement(run: LiveRun, result, sizes: dict[str, int], heartbeat_ms: int) -> None:
     """A KIP-848 replay and the model agree: every target the broker reported has one of the
     model's within a heartbeat, and every one of the model's has the broker's; how many
@@ -248,10 +258,7 @@ def check_consumer_agreement(run: LiveRun, result, sizes: dict[str, int], heartb
     bad = unexplained(live_u, moments, heartbeat_ms)
     assert not bad, (f"{len(bad)} live changes of the unassigned partitions, first {bad[:5]}, have no change "
                      f"of the model's within {heartbeat_ms} ms: live {live_u}, model {moments} ({run.logs})")
-    final = final_holdings(run)
-    held = [tp for tps in final.values() for tp in tps]
-    grown = {**sizes, **{e["topic"]: e["partitions"] for e in run.events if e["kind"] == "partitions_added"}}
-    assert len(held) == len(set(held)) == sum(grown.values()), f"final live assignment {final} ({run.logs})"
+    final = consumed_once_at_the_end(run, sizes)
     ours = sorted(r["count"] for r in result.assignment.groupBy("member_id").count().collect())
     assert ours == sorted(map(len, final.values())), f"final sizes: model {ours}, live {final} ({run.logs})"
 
@@ -309,9 +316,6 @@ def test_member_by_member_migration_on_the_broker(spark, broker, tmp_path):
     assert present and present <= rejoined, (
         f"classic members present after the conversion ({sorted(present)}) that did not revoke on its "
         f"epoch: {sorted(present - rejoined)} ({run.logs})")
-    final = final_holdings(run)
-    held = [tp for tps in final.values() for tp in tps]
-    grown = {**sizes, **{e["topic"]: e["partitions"] for e in run.events if e["kind"] == "partitions_added"}}
-    assert len(held) == len(set(held)) == sum(grown.values()), f"final live assignment {final} ({run.logs})"
+    final = consumed_once_at_the_end(run, sizes)
     counts = sorted(map(len, final.values()))
     assert counts[-1] - counts[0] <= 1, f"final sizes {counts} ({run.logs})"
