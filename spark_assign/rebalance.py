@@ -143,7 +143,8 @@ def _with_extra(members: DataFrame) -> tuple[DataFrame, list[str], DataFrame | N
     if extra and not on_driver:
         members = materialize(members, eager=False)
     stored = bool(extra) or on_driver
-    m = normalize_members(members, keep={c: T.StringType() for c in ("protocol", *GROUP_SETTINGS) if c in extra})
+    m = normalize_members(members, keep={c: T.StringType() for c in ("protocol", "member_type", *GROUP_SETTINGS)
+                                         if c in extra})
     if "protocol" not in extra:
         m = m.withColumn("protocol", F.lit(None).cast("string"))
     extra = [c for c in extra if c != "protocol"]
@@ -428,13 +429,18 @@ def _prepare(members: DataFrame, partitions: DataFrame, *, protocol_rule: str, s
     # the same action tells whether any member may keep what it holds (a protocol other than
     # EAGER): if none does, a round's revocations are every owned partition, with no lookup
     keeps = f"coalesce(_proto != {sql_string(EAGER)}, true)"
+    # and whether a consumer group has an EAGER member (a classic one, mark_consumer_groups)
+    eager_in_consumer = f"_gproto = {sql_string(CONSUMER)} AND _proto = {sql_string(EAGER)}"
     if (rows := stored_rows(m)) is not None:  # a small call's members are on the driver already
         runs = sorted(set(rows["_run"].to_pylist()))
-        protos = set(rows["_proto"].to_pylist())
-        keeping = bool(protos - {EAGER})
+        pairs = set(zip(rows["_proto"].to_pylist(), rows["_gproto"].to_pylist()))
+        keeping = bool({proto for proto, _ in pairs} - {EAGER})
+        mixed = (EAGER, CONSUMER) in pairs
     else:
-        found = m.selectExpr("_run", f"{keeps} AS _keeps").distinct().collect()
+        found = m.selectExpr("_run", f"{keeps} AS _keeps", f"coalesce({eager_in_consumer}, false) AS _mixed") \
+            .distinct().collect()
         runs, keeping = sorted({r._run for r in found}), any(r._keeps for r in found)
+        mixed = any(r._mixed for r in found)
     # every round's assignors read the partitions many times: in a small call they are stored
     # once here, and the rounds read them (and the members) without storing them again
     # (:func:`~spark_assign.rebalance_round.run_round`)
@@ -482,7 +488,8 @@ def _prepare(members: DataFrame, partitions: DataFrame, *, protocol_rule: str, s
     return Prepared(members=materialize_state(m.join(base, _G), eager=False), partitions=p,
                     all_partitions=full_p, runs=runs, first_owner=materialize(first_owner, eager=False),
                     needed=materialize(needed, eager=False), extra_df=extra_df, owned_is_latest=rejoined is not None,
-                    owned_known=owners is not None, keeping=keeping)
+                    owned_known=owners is not None, keeping=keeping,
+                    eager_in_consumer=mixed)
 
 
 def _members_after(prep: Prepared, final: DataFrame, summary: DataFrame) -> DataFrame:

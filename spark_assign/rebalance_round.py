@@ -19,6 +19,7 @@ from .frames import TP as _TP
 from .frames import one_row, owned_lists, sql_name, sql_string
 from .inputs import MEMBER_COLUMNS, normalize_members, owned_or_empty
 from .owned import partition_claims
+from .protocol import CONSUMER
 from .reconcile import SERVER_RUN, reconciliation_round, with_away_members
 from .strategies.range import no_member_racks
 from .strategies.registry import COOPERATIVE, COOPERATIVE_ASSIGNORS, EAGER
@@ -45,7 +46,9 @@ class Prepared:
     * ``owned_known``: the owned lists hold partitions of the metadata only, each once (the
       caller gave the owners: :func:`~spark_assign.rebalance.rebalance`'s ``owners``);
     * ``keeping``: some member follows a protocol other than EAGER, so it keeps the owned
-      partitions it gets again (else every owned partition is revoked, or lost).
+      partitions it gets again (else every owned partition is revoked, or lost);
+    * ``eager_in_consumer``: a consumer group has an EAGER member (a classic one,
+      :func:`~spark_assign.reconcile.mark_consumer_groups`).
     """
 
     members: DataFrame
@@ -58,6 +61,7 @@ class Prepared:
     owned_is_latest: bool = False
     owned_known: bool = False
     keeping: bool = True
+    eager_in_consumer: bool = False
 
 
 @dataclass
@@ -205,7 +209,17 @@ def run_round(prep: Prepared, state: DataFrame, rnd: int, runs: list[str], prev_
     # revocations: EAGER gives up everything; COOPERATIVE what it no longer gets;
     # a member that held under COOPERATIVE and now faces an EAGER assignor (dynamic rule) loses
     is_lost = f"_rule = 'dynamic' AND protocol = {sql_string(COOPERATIVE)} AND _gproto = {sql_string(EAGER)}"
-    kind = f"CASE WHEN {is_lost} THEN 'lost' WHEN _proto = {sql_string(EAGER)} OR _kept IS NULL THEN 'revoked' END"
+    # a classic EAGER member of a consumer group rejoins, giving up everything, on the group
+    # epoch's round, then only to pick up what it waits for (classicGroupHeartbeatToConsumerGroup)
+    rejoins = "true"
+    if rnd > 1 and prep.eager_in_consumer:
+        rejoins = f"(_gproto != {sql_string(CONSUMER)} OR _gains IS NOT NULL)"
+        mine = owned.selectExpr(_G, "member_id", *_TP)
+        gains = a.selectExpr(_G, "member_id", *_TP).join(mine, [_G, "member_id", *_TP], "left_anti") \
+            .selectExpr(_G, "member_id").distinct().selectExpr("*", "true AS _gains")
+        owned = owned.join(gains, [_G, "member_id"], "left")
+    eager = f"_proto = {sql_string(EAGER)} AND {rejoins}"
+    kind = f"CASE WHEN {is_lost} THEN 'lost' WHEN ({eager}) OR _kept IS NULL THEN 'revoked' END"
     if prep.keeping:  # what each member gets again: one row per partition
         kept_flag = a.selectExpr(_G, "member_id", *_TP, "true AS _kept")
         owned = owned.join(kept_flag, [_G, "member_id", *_TP], "left")

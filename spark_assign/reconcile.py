@@ -35,7 +35,7 @@ from .assign import assign
 from .execution import in_small_call, materialize_state
 from .frames import sql_string
 from .owned import partition_claims, without_transfers
-from .protocol import CONSUMER
+from .protocol import CONSUMER, canonical_assignors, member_protocol
 from .strategies.registry import SERVER_ALIASES, strategies_of, strategy_name
 
 _G = "group_id"
@@ -68,16 +68,27 @@ def with_group_protocols(m: DataFrame, *, group_protocol: str, strategy: str | N
             (n, n) for n in brokers)])
         server = f"coalesce(map({names})[max(remote_assignor) {over_group}], {server})"
     m = m.selectExpr("*", f"{gp} AS _gp")
+    if "member_type" in m.columns:  # a classic member revokes as its own list has it (:func:`mark_consumer_groups`)
+        m = m.withColumn("_own_proto", F.expr(
+            f"CASE WHEN member_type = 'classic' THEN {member_protocol(canonical_assignors())} END"))
     return m.withColumn("assignors", F.expr(f"CASE WHEN _gp = 'consumer' THEN array({server}) ELSE assignors END"))
 
 
 def mark_consumer_groups(m: DataFrame) -> DataFrame:
     """Consumer groups run the broker's assignor (``_run`` prefixed with
-    :data:`SERVER_RUN`) and follow the ``CONSUMER`` protocol (``_proto``, ``_gproto``)."""
+    :data:`SERVER_RUN`) and follow the ``CONSUMER`` protocol (``_proto``, ``_gproto``).
+
+    A member whose ``member_type`` is ``classic`` (a classic consumer in a consumer group: an
+    online migration, :mod:`spark_assign.simulation.migration`) reconciles through
+    JoinGroup/SyncGroup, and its client revokes as its own assignor list has it
+    (``ConsumerCoordinator``'s protocol: EAGER unless every assignor it lists is cooperative):
+    an EAGER one gives up everything each time it rejoins (``_proto``: EAGER), and gets back at
+    the SyncGroup what the reconciliation gives it."""
     consumer = "_gp = 'consumer'"
+    member = f"coalesce(_own_proto, {sql_string(CONSUMER)})" if "_own_proto" in m.columns else sql_string(CONSUMER)
     return m.withColumns({  # one projection, each expression over the columns before it
         "_run": F.expr(f"CASE WHEN {consumer} THEN concat({sql_string(SERVER_RUN)}, assignor) ELSE _run END"),
-        "_proto": F.expr(f"CASE WHEN {consumer} THEN {sql_string(CONSUMER)} ELSE _proto END"),
+        "_proto": F.expr(f"CASE WHEN {consumer} THEN {member} ELSE _proto END"),
         "_gproto": F.expr(f"CASE WHEN {consumer} THEN {sql_string(CONSUMER)} ELSE _gproto END"),
     })
 

@@ -100,3 +100,34 @@ def test_topic_missing_from_the_metadata(spark):
     server_range = sorted((r.member_id, r.partition) for r in
                           assign(members, parts, "range", group_protocol="consumer").collect())
     assert server_range == [("a", 0), ("a", 1), ("b", 2), ("b", 3)]
+
+
+#: a consumer group's member a owns all 4 partitions of t and b nothing: uniform's target gives
+#: each 2. What a revokes at the epoch, by the protocol its client speaks (``member_type``) and
+#: its own list (ConsumerCoordinator: the protocol every assignor it lists supports)
+CLASSIC_MEMBERS = [
+    # member_type, a's assignors, a's revoked partitions in round 1
+    (None, None, 2),  # no column: every member on the consumer protocol revokes what the target takes
+    ("consumer", ["range", "cooperative-sticky"], 2),  # a consumer member's list plays no part
+    ("classic", ["range", "cooperative-sticky"], 4),  # EAGER: everything, at its rejoin
+    ("classic", ["cooperative-sticky"], 2),  # COOPERATIVE: what the target takes
+]
+
+
+@pytest.mark.parametrize("member_type, assignors, revoked", CLASSIC_MEMBERS)
+def test_a_classic_member_of_a_consumer_group_revokes_as_its_list_has_it(spark, member_type, assignors, revoked):
+    from spark_assign import rebalance
+
+    schema = ("group_id string, member_id string, topics array<string>, assignors array<string>, "
+              "owned array<struct<topic:string,partition:int>>, generation int, member_type string")
+    members = spark.createDataFrame([("g", "a", ["t"], assignors, [("t", p) for p in range(4)], 3, member_type),
+                                     ("g", "b", ["t"], None, None, None, None)], schema)
+    if member_type is None:
+        members = members.drop("member_type")
+    parts = spark.createDataFrame([("t", p) for p in range(4)], "topic string, partition int")
+    r = rebalance(members, parts, group_protocol="consumer", check=True)
+    rounds = {(x.round, x.member_id): x.n for x in r.revocations.groupBy("round", "member_id").agg(
+        F.count("*").alias("n")).collect()}
+    assert rounds == {(1, "a"): revoked}
+    final = {x.member_id: x.n for x in r.final.groupBy("member_id").agg(F.count("*").alias("n")).collect()}
+    assert final == {"a": 2, "b": 2}

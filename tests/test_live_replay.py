@@ -16,8 +16,8 @@ In CI: classic cooperative-sticky through the rolling upgrade's restarts (a cras
 session timeout, a static member's bounce, restarts a second apart), and the whole sample under
 KIP-848. Before
 a release (``-m release``): the whole sample under classic EAGER range, and its rolling upgrade as
-an online migration to KIP-848, member by member: Kafka's behaviour observed, which the model does
-not follow yet (docs/simulation.md, "Not modelled yet").
+an online migration to KIP-848, member by member (the classic generations before the conversion,
+the targets after it, and the classic members' revocations on its epochs).
 docs/simulation.md says what the rest of the classic sample found that the model does not follow
 yet.
 """
@@ -38,7 +38,8 @@ SCENARIO = "data/scenario"
 #: how close to the initial delay's wait boundary a join races the coordinator's timer (ms)
 RACE_MS = 10
 EVENTS_SCHEMA = ("group_id string, at long, kind string, member_id string, group_instance_id string, "
-                 "topics array<string>, assignors array<string>, topic string, partitions int, lag long")
+                 "topics array<string>, assignors array<string>, topic string, partitions int, lag long, "
+                 "group_protocol string")
 
 
 def scenario(spark, prefix: str, until: int) -> tuple[list[dict], dict[str, int]]:
@@ -215,8 +216,9 @@ def live_targets(run: LiveRun) -> list[tuple[int, int]]:
 
 
 def model_targets(result, until: int) -> list[int]:
-    """The model's targets of a consumer group: each rebalance's first round (its epoch)."""
-    return sorted(t for g in result.generations.where(F.col("round") == 1).collect()
+    """The model's targets of a consumer group: each of its rebalances' first round (its epoch)."""
+    targets = result.generations.where((F.col("round") == 1) & (F.col("protocol") == "CONSUMER"))
+    return sorted(t for g in targets.collect()
                   if (t := int(g.at.timestamp() * 1000)) <= until)
 
 
@@ -245,6 +247,13 @@ def check_consumer_agreement(run: LiveRun, result, sizes: dict[str, int], heartb
     assignment: every partition consumed once, the same sizes as the model's."""
     live, model = live_targets(run), model_targets(result, run.ended)
     assert live, f"ConsumerGroupDescribe reported no target ({run.logs})"
+    check_targets_and_the_end(run, result, sizes, live, model, heartbeat_ms)
+
+
+def check_targets_and_the_end(run: LiveRun, result, sizes: dict[str, int], live: list[tuple[int, int]],
+                              model: list[int], heartbeat_ms: int) -> None:
+    """The consumer group's targets, the broker's (``live``) and the model's, each within a
+    heartbeat of one of the other's; then the partitions nobody consumes, and the final sizes."""
     lone = [(at, epoch) for at, epoch in live if not any(abs(at - m) <= heartbeat_ms for m in model)]
     assert not lone, f"broker targets with no model target within {heartbeat_ms} ms: {lone}; model {model} ({run.logs})"
     extra = [m for m in model if not any(abs(at - m) <= heartbeat_ms for at, _ in live)]
@@ -275,16 +284,48 @@ def test_kip848_matches_the_broker(spark, broker, tmp_path):
     check_consumer_agreement(run, result, sizes, Timing.of(timing()).consumer.heartbeat_interval_ms)
 
 
+def check_migration_agreement(run: LiveRun, result, converted: int, rejoined: set[str],
+                              sizes: dict[str, int]) -> None:
+    """A member-by-member migration and the model agree: the group converts within a consumer
+    heartbeat of the broker's conversion (``converted``, live); before it, the classic
+    generations, each within a classic heartbeat; the classic members that revoked on the
+    consumer group's epochs (``rejoined``, live) revoke on the model's too; and after it, the
+    targets, the partitions nobody consumes and the final sizes as
+    :func:`check_consumer_agreement` holds them."""
+    classic_hb = Timing.of(timing()).classic.heartbeat_interval_ms
+    heartbeat_ms = Timing.of(timing()).consumer.heartbeat_interval_ms
+    gens = result.generations.orderBy("generation").collect()
+    ms = lambda g: int(g.at.timestamp() * 1000)  # noqa: E731
+    first = next(ms(g) for g in gens if g.protocol == "CONSUMER")
+    assert abs(first - converted) <= heartbeat_ms, f"model converts at {first}, the broker at {converted} ({run.logs})"
+    # a classic member's callbacks number the consumer group's epochs on from its generations
+    first_epoch = min(target for _, _, target, _ in run.epochs if target > 0)
+    live = sorted(at for g, at in live_generations(run).items() if g < first_epoch)
+    model = sorted(ms(g) for g in gens if g.protocol != "CONSUMER")
+    assert len(live) == len(model) and all(abs(a - b) <= classic_hb for a, b in zip(live, model)), (
+        f"classic generations: live {live}, model {model} ({run.logs})")
+    # the members that revoke on the consumer group's epochs while in the group (a restart's
+    # closed incarnation, "<m> (until its restart at <t> ms)", departs): the classic ones, EAGER
+    revoking = result.revocations.join(result.generations.where("protocol = 'CONSUMER'"), ["group_id", "generation"])
+    revoked_model = {r.member_id for r in revoking.where("kind = 'revoked' AND member_id NOT LIKE '% (until %'")
+                     .select("member_id").distinct().collect()}
+    assert rejoined <= revoked_model, (
+        f"members revoking on the consumer group's epochs: live {sorted(rejoined)}, model "
+        f"{sorted(revoked_model)} ({run.logs})")
+    check_targets_and_the_end(run, result, sizes, live_targets(run), model_targets(result, run.ended), heartbeat_ms)
+
+
 @pytest.mark.release
 def test_member_by_member_migration_on_the_broker(spark, broker, tmp_path):
     """The sample's rolling upgrade as an online migration to KIP-848: each ``config_change``
     restarts its member with ``group.protocol=consumer``, the others still classic on
     ``[range, cooperative-sticky]``. What Kafka's coordinator does, as docs/simulation.md says
-    for the model still to come (``GroupMetadataManager``): the first consumer-protocol member
+    and the model follows (``GroupMetadataManager``): the first consumer-protocol member
     converts the group (``convertToConsumerGroup``) and it stays a consumer group; every classic
-    member rejoins on the new group epoch under the first protocol it lists, ``range``, EAGER,
-    revoking everything each time (``classicGroupJoinToConsumerGroup``); the group ends on the
-    broker's assignor, every partition consumed once and balanced."""
+    member rejoins on the new group epoch (``classicGroupJoinToConsumerGroup``) and, EAGER by its
+    list (``range`` is not cooperative), revokes everything each time; the group ends on the
+    broker's assignor, every partition consumed once and balanced; and the model agrees
+    (:func:`check_migration_agreement`)."""
     events, sizes = scenario(spark, "live-migration.", 200_000)
     events = [{**e, "group_protocol": "consumer", "assignors": None} if e["kind"] == "config_change" else e
               for e in events]
@@ -319,3 +360,6 @@ def test_member_by_member_migration_on_the_broker(spark, broker, tmp_path):
     final = consumed_once_at_the_end(run, sizes)
     counts = sorted(map(len, final.values()))
     assert counts[-1] - counts[0] <= 1, f"final sizes {counts} ({run.logs})"
+    # and the model of the migration (spark_assign/simulation/migration.py) agrees
+    result, _ = modelled(spark, tmp_path, run, sizes)
+    check_migration_agreement(run, result, converted, rejoined, sizes)

@@ -1,6 +1,7 @@
 """simulate() on the classic clock: join phases, the initial delay, a join that waits for a
 member that crashed or left statically, cooperative follow-up rounds, metadata refreshes
-(tests/cases/simulate/classic_clock.yaml, each case's expectation worked from Kafka's code)."""
+and an online migration to KIP-848 (tests/cases/simulate/classic_clock.yaml, each case's
+expectation worked from Kafka's code)."""
 
 import dataclasses
 
@@ -12,12 +13,12 @@ from pyspark.sql import functions as F
 from spark_assign.errors import InvalidOptionError
 from spark_assign.properties import check_assignment
 from spark_assign.simulate import compare, simulate
-from spark_assign.simulation.timing import INSTANT_CLASSIC, Timing
+from spark_assign.simulation.timing import INSTANT_CLASSIC, TIMING_COLUMNS, Timing
 
 TABLE = yaml.safe_load((CASES_DIR / "simulate" / "classic_clock.yaml").read_text())
 E = ("group_id string, at long, kind string, member_id string, group_instance_id string, topics array<string>, "
      "assignors array<string>, topic string, partitions int, _strategy string, _gp string, _timeout long, _hb long, _rt long, _init long, "
-     "_js long, _mma long, _ai long, _delay long")
+     "_js long, _mma long, _ai long, _up_timeout long, _up_hb long, _up_ai long, _delay long, group_protocol string")
 GROUP = "{}@clock"  # compare() reads <group>@<variant>
 
 
@@ -30,8 +31,8 @@ def _events(spark):
             x = more[0] if more else {}
             rows.append((GROUP.format(c["name"]), at, kind, member, x.get("group_instance_id"), x.get("topics"),
                          x.get("assignors"), x.get("topic"), x.get("partitions"), c["strategy"], gp,
-                         *[clock[k] for k in ("_timeout", "_hb", "_rt", "_init", "_js", "_mma", "_ai")],
-                         c.get("scheduled_rebalance_max_delay_ms", 0)))
+                         *[clock[k] for k in TIMING_COLUMNS],
+                         c.get("scheduled_rebalance_max_delay_ms", 0), x.get("group_protocol")))
     return spark.createDataFrame(rows, E)
 
 
@@ -61,6 +62,8 @@ def test_classic_clock(replayed, case):
     gens = result.generations.where(F.col("group_id") == group).orderBy("generation").collect()
     got = [[g.generation, g.round, round(g.at.timestamp() * 1000), g.members, g.lost] for g in gens]
     assert got == case["generations"], case["source"]
+    if "revoked" in case:
+        assert [g.revoked for g in gens] == case["revoked"], case["source"]
     row = compare(result).where(F.col("group_id") == case["name"]).collect()
     assert [round(r.unassigned_partition_seconds, 3) for r in row] == [case["unassigned_partition_seconds"]]
     # the final assignment: every subscribed partition once, to a member of the last generation
@@ -94,6 +97,29 @@ def test_the_instant_clock_rebalances_at_each_event(spark):
     r = simulate(events, parts, strategy="range")
     assert [(g.generation, round(g.at.timestamp() * 1000), g.members) for g in
             r.generations.collect()] == [(1, 6100, 3)]
+
+
+def test_a_grown_topic_waits_for_its_own_groups_refresh(spark):
+    """Groups replay side by side, step k of each at its own time: another group's topic growing
+    at a later step does not show group a's grown topic to a's rebalances before a's own leader's
+    metadata refresh (ConsumerCoordinator.performAssignment on its metadata snapshot)."""
+    schema = "group_id string, at long, kind string, member_id string, topics array<string>, topic string, partitions int"
+    a = [("a", 0, "join", "a1", ["t"], None, None), ("a", 10_000, "partitions_added", None, None, "t", 8),
+         ("a", 20_000, "join", "a2", ["t"], None, None)]
+    # b's topic grows at its step 6 (7 s), the step of a's rebalance at 21.6 s
+    b = [("b", 0, "join", "b1", ["u"], None, None), ("b", 5_000, "join", "b2", ["u"], None, None),
+         ("b", 7_000, "partitions_added", None, None, "u", 4)]
+    parts = spark.createDataFrame([("t", p) for p in range(6)] + [("u", p) for p in range(2)],
+                                  "topic string, partition int")
+
+    def generations_of_a(rows):
+        r = simulate(spark.createDataFrame(rows, schema), parts, strategy="range")
+        return [(g.generation, round(g.at.timestamp() * 1000), g.assigned) for g in
+                r.generations.where("group_id = 'a'").orderBy("generation").collect()]
+
+    alone = generations_of_a(a)
+    assert alone == [(1, 3100, 6), (2, 21600, 6), (3, 161600, 8)]  # the refresh at 10 s + 150 s
+    assert generations_of_a(a + b) == alone
 
 
 @pytest.mark.parametrize("settings, message", [

@@ -189,8 +189,9 @@ def chart_what_if(pdf) -> str:
 
 
 def variant_notes(variants: list[dict[str, Any]] | None) -> list[str]:
-    """What a what-if's variants follow that is not the consumer's own behaviour: one line per
-    variant on KIP-726's proposed rule or on Connect's deferred resolution.
+    """What a what-if's variants follow that is not the consumer's own behaviour, or that their
+    name may not say: one line per variant on KIP-726's proposed rule, on Connect's deferred
+    resolution, or on an online migration.
 
     >>> variant_notes([{"name": "dynamic", "protocol_rule": "dynamic"}])
     ["dynamic: KIP-726's dynamic protocol rule, a proposal that Kafka's Java client does not implement"]
@@ -200,6 +201,9 @@ def variant_notes(variants: list[dict[str, Any]] | None) -> list[str]:
         if v.get("protocol_rule") == "dynamic":
             notes.append(f"{v['name']}: KIP-726's dynamic protocol rule, a proposal that Kafka's Java client "
                          "does not implement")
+        if v.get("restart_protocol") == "consumer":
+            notes.append(f"{v['name']}: an online migration to KIP-848, member by member: each config_change "
+                         "restarts its member on group.protocol=consumer, and the first converts the group")
         delay = v.get("scheduled_rebalance_max_delay_ms") or 0
         if delay:
             notes.append(f"{v['name']}: the deferred resolution of incremental cooperative rebalancing "

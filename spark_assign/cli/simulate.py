@@ -59,18 +59,20 @@ CONFIG_KEYS: dict[str, str] = {
     "group_protocol": "classic | consumer (KIP-848); null: the strategy's",
     "max_rounds": "bound on the rounds of a rebalance (default 5)",
     "what_if": "variants: [{name, strategy, protocol_rule, timing, scheduled_rebalance_max_delay_ms, "
-               "group_protocol}]",
+               "group_protocol, restart_protocol}] (restart_protocol: consumer, a rolling upgrade to KIP-848 "
+               "member by member)",
 }
 REQUIRED_KEYS = ("events", "partitions")
 
 EVENTS_CSV_SCHEMA = (
     "group_id string, at long, kind string, member_id string, group_instance_id string, rack string, "
-    "topics string, assignors string, topic string, partitions int, partition int, lag long"
+    "topics string, assignors string, topic string, partitions int, partition int, lag long, group_protocol string"
 )
 
 
 def read_events(spark: SparkSession, path: str) -> DataFrame:
-    """The events CSV as an events DataFrame (arrays split on ``|``)."""
+    """The events CSV as an events DataFrame (arrays split on ``|``; the last column,
+    ``group_protocol``, may be left out)."""
     df = spark.read.csv(path, header=True, schema=EVENTS_CSV_SCHEMA)
     split = lambda c: F.when(F.col(c).isNull() | (F.trim(c) == ""), F.lit(None).cast("array<string>")).otherwise(  # noqa: E731
         F.split(F.col(c), r"\|"))

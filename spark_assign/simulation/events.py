@@ -18,7 +18,10 @@ group_instance_id   string (static membership)                   join
 rack                string                                       join
 topics              array<string>                                join (subscription), subscribe
                                                                  (added), unsubscribe (removed)
-assignors           array<string> (preference order)             join, config_change
+assignors           array<string> (preference order)             join, config_change (null: as
+                                                                 before)
+group_protocol      string: classic or consumer (the member's    join, config_change (null: the
+                    ``group.protocol``)                          group's protocol at the start)
 topic               string                                       partitions_added, lag_change
 partitions          int: the topic's new partition count         partitions_added
 partition           int (null: every partition of the topic)     lag_change
@@ -45,7 +48,9 @@ Semantics (Kafka's classic protocol; when each rebalance happens on the clock is
   fixed when a consumer is built) -> rebalance. A dynamic member closes, revoking what it owns,
   and joins again as a new member owning nothing; a static one comes back with its
   ``group.instance.id`` and keeps what it owned, with no rebalance unless the group's selected
-  assignor changes (none in a consumer group, whose broker ignores the lists).
+  assignor changes (none in a consumer group, whose broker ignores the lists). With
+  ``group_protocol`` ``consumer`` in a classic group, the first such restart or join converts
+  the group to a consumer group (:mod:`spark_assign.simulation.migration`).
 * ``partitions_added``: the topic grows to ``partitions`` -> rebalance.
   ``lag_change``: new lags (no rebalance; lag-aware reads them next time).
 * Deferred resolution (``scheduled_rebalance_max_delay_ms`` > 0: Connect's
@@ -71,6 +76,7 @@ from ..execution import union_all
 from ..frames import GROUP as _G
 from ..inputs import conform_columns
 from ..protocol import disagreements, select_assignor
+from .migration import member_types, protocol_at
 from .timing import Timing
 
 KINDS = ("join", "leave", "crash", "subscribe", "unsubscribe", "partitions_added", "lag_change", "config_change")
@@ -92,6 +98,7 @@ EVENT_COLUMNS: dict[str, T.DataType] = {
     "partition": T.IntegerType(),
     "lag": T.LongType(),
     "seq": T.LongType(),
+    "group_protocol": T.StringType(),
 }
 
 
@@ -135,6 +142,8 @@ def validate_events(events: DataFrame, partitions: DataFrame) -> DataFrame:
               "partitions_added needs topic and partitions (the new count)"),
         shape(e.where((F.col("kind") == "lag_change") & (F.col("topic").isNull() | F.col("lag").isNull() | (F.col("lag") < 0))),
               "lag_change needs topic and a non-negative lag"),
+        shape(e.where(F.col("group_protocol").isNotNull() & ~F.col("group_protocol").isin("classic", "consumer")),
+              "unknown group_protocol (expected classic or consumer)"),
     ]
     w = Window.partitionBy(_G).orderBy("_order")
     prev_at = F.lag("at").over(w)
@@ -190,11 +199,12 @@ def with_config(events: DataFrame, *, strategy, protocol_rule, timing: Timing, d
 
 def member_timeline(e: DataFrame) -> DataFrame:
     """Every member event with the member's state after it: current topics,
-    assignors, instance id, rack, status (present / away / gone) and, for away
+    assignors, instance id, rack, type (``_member_type``: the protocol its client speaks,
+    :func:`.migration.member_types`), status (present / away / gone) and, for away
     members, the session-timeout deadline."""
     me = e.where(F.col("kind").isin(*MEMBER_KINDS))
     w = Window.partitionBy(_G, "member_id").orderBy("_order").rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    hist = F.collect_list(F.struct("_order", "kind", "topics", "assignors")).over(w)
+    hist = F.collect_list(F.struct("_order", "kind", "topics", "assignors", "group_protocol")).over(w)
     topics = F.aggregate(
         F.array_sort(hist), F.array().cast("array<string>"),
         lambda acc, x: F.when(x["kind"] == "join", F.coalesce(x["topics"], F.array().cast("array<string>")))
@@ -204,11 +214,13 @@ def member_timeline(e: DataFrame) -> DataFrame:
     )
     assignors = F.aggregate(
         F.array_sort(hist), F.lit(None).cast("array<string>"),
-        lambda acc, x: F.when(x["kind"].isin("join", "config_change"), x["assignors"]).otherwise(acc),
+        lambda acc, x: F.when(x["kind"] == "join", x["assignors"])
+        .when(x["kind"] == "config_change", F.coalesce(x["assignors"], acc)).otherwise(acc),
     )
     joined = F.last(F.when(F.col("kind") == "join", F.struct("group_instance_id", "rack")), ignorenulls=True).over(w)
     t = (
         me.withColumn("_topics", topics).withColumn("_assignors", assignors).withColumn("_j", joined)
+        .withColumn("_h", F.array_sort(hist)).withColumn("_member_type", F.expr(member_types("_h"))).drop("_h")
         .withColumn("_iid", F.col("_j.group_instance_id")).withColumn("_rack", F.col("_j.rack"))
     )
     status = (
@@ -339,7 +351,8 @@ def _selection_kept(timeline: DataFrame, rejoins: DataFrame) -> DataFrame:
 def steps_of(e: DataFrame, synthetic: DataFrame, quiet: DataFrame, cfg: DataFrame, *, phased: bool) -> DataFrame:
     """One row per group per distinct event time: ``group_id, at, step, kinds,
     triggers`` (whether the events alone call for a rebalance), and the group's settings
-    (``cfg``; ``quiet``: :func:`quiet_rejoins`). A classic group's rebalance begins at an
+    (``cfg``, at the step's time: :func:`.migration.protocol_at`; ``quiet``:
+    :func:`quiet_rejoins`). A classic group's rebalance begins at an
     event that calls for one (its leader's ``metadata`` refresh for a grown topic, a deferred
     resolution's deadline too); once ``phased`` (:mod:`.windows` added its ``sync`` and
     ``target`` events), only those rebalance."""
@@ -367,13 +380,15 @@ def steps_of(e: DataFrame, synthetic: DataFrame, quiet: DataFrame, cfg: DataFram
         trigger = (F.when(classic & (F.col("kind") == "partitions_added") & (F.col("_mma") > 0), False)
                    .when(classic & F.col("kind").isin("metadata", "delay_expire"), True)
                    .otherwise(F.col("_trigger")))
-    flagged = flagged.join(cfg.select(_G, "_gp", "_mma"), _G).withColumn("_trigger", F.coalesce(trigger, F.lit(False)))
+    # each event under the group's protocol at its time (:func:`.migration.protocol_at`)
+    flagged = protocol_at(flagged.join(cfg.select(_G, "_gp", "_mma", "_converted"), _G)).withColumn(
+        "_trigger", F.coalesce(trigger, F.lit(False)))
     steps = flagged.groupBy(_G, "at").agg(
         F.array_join(F.array_sort(F.collect_list("kind")), ",").alias("kinds"),
         F.max(F.col("_trigger").cast("int")).alias("_t"),
     )
     return steps.withColumn("step", F.dense_rank().over(Window.partitionBy(_G).orderBy("at")).cast("int")).select(
-        _G, "at", "step", "kinds", (F.col("_t") == 1).alias("triggers")).join(cfg, _G)
+        _G, "at", "step", "kinds", (F.col("_t") == 1).alias("triggers")).join(cfg, _G).transform(protocol_at)
 
 
 def latest_events(timeline: DataFrame, steps: DataFrame) -> DataFrame:
@@ -382,7 +397,7 @@ def latest_events(timeline: DataFrame, steps: DataFrame) -> DataFrame:
     :func:`departure_kinds` read; one join and one window for both)."""
     t = timeline.select(
         _G, "member_id", F.col("at").alias("_eat"), "_order", "kind", "_topics", "_assignors", "_iid", "_rack",
-        "_status", "_deadline")
+        "_status", "_deadline", "_member_type")
     latest_first = Window.partitionBy(_G, "step", "member_id").orderBy(F.col("_order").desc())
     return (
         steps.select(_G, "at", "step").join(t, _G).where(F.col("_eat") <= F.col("at"))
@@ -406,7 +421,7 @@ def rosters(latest: DataFrame) -> DataFrame:
     return roster.select(
         _G, "step", "member_id", F.col("_iid").alias("group_instance_id"), F.col("_rack").alias("rack"),
         F.col("_topics").alias("topics"), F.col("_assignors").alias("assignors"), F.col("_status").alias("status"),
-        F.col("kind").alias("last_kind"), F.col("_eat").alias("last_at"))
+        F.col("kind").alias("last_kind"), F.col("_eat").alias("last_at"), F.col("_member_type").alias("member_type"))
 
 
 def departure_kinds(latest: DataFrame) -> DataFrame:

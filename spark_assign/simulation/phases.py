@@ -154,10 +154,12 @@ def _update_metadata(state: ReplayState, step: Step) -> None:
         cached = (F.col("_gp") == "classic") & (F.col("_mma") > 0)
         grown = added.groupBy(_G, "topic").agg(F.max("partitions").alias("_new"), F.bool_or(cached).alias("_cached"))
         now = F.greatest(F.coalesce("partitions", F.lit(0)), F.coalesce("_new", F.lit(0))).cast("int")
+        # a topic that did not grow keeps what its group's rebalances see (its refresh may be pending)
         state.meta = materialize_state(
             state.meta.join(grown, [_G, "topic"], "full_outer")
             .select(_G, "topic", now.alias("partitions"),
-                    F.when(F.coalesce("_cached", F.lit(False)), F.coalesce("seen", F.lit(0)))
+                    F.when(F.col("_new").isNull(), F.col("seen"))
+                    .when(F.coalesce("_cached", F.lit(False)), F.coalesce("seen", F.lit(0)))
                     .otherwise(now).cast("int").alias("seen")))
     if step.flags is not None and step.flags.refresh:
         refreshed = step.groups.where(F.array_contains(F.split("kinds", ","), "metadata")).select(_G).distinct() \
@@ -346,7 +348,7 @@ def _members_for(roster: DataFrame, owned: DataFrame, group_state: DataFrame, fl
         "CAST(generation AS INT) AS generation",
         "assignors",
         "CASE WHEN _o IS NOT NULL THEN protocol END AS protocol",
-        "protocol_rule", "group_protocol", "remote_assignor",
+        "protocol_rule", "group_protocol", "remote_assignor", "member_type",
     )
 
 

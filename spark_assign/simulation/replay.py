@@ -61,6 +61,7 @@ from .events import (
     validate_events,
     with_config,
 )
+from .migration import protocol_at, with_conversions
 from .phases import (
     ReplayOutputs,
     ReplayState,
@@ -141,11 +142,13 @@ def replay(events: DataFrame, partitions: DataFrame, *, strategy, protocol_rule,
                     delay_ms=scheduled_rebalance_max_delay_ms, group_protocol=group_protocol)
     p0 = normalize_partitions(partitions)
     # ordered and stored first: the validation's checks read the events a dozen times
-    e = materialize_state(ordered(e))
+    e = materialize_state(ordered(with_conversions(e)))
     if validate:
         validate_events(e, p0)
+    # the groups' settings at the start, and when a classic one converts to a consumer group
+    cfg = e.select(_G, *CONFIG_COLUMNS, "_start_gp", "_converted").distinct()
+    e = protocol_at(e)  # each event under its group's protocol at its time (a projection)
     timeline = materialize_state(member_timeline(e))
-    cfg = e.select(_G, *CONFIG_COLUMNS).distinct()
     # a classic group's rebalances take time: their join phases, found from the events
     # (:mod:`.windows`), give the steps at which they rebalance
     away = away_episodes(timeline)
@@ -160,7 +163,8 @@ def replay(events: DataFrame, partitions: DataFrame, *, strategy, protocol_rule,
         steps_of(e, synthetic.unionByName(phase_events(phases, cfg)), quiet, cfg, phased=True), phases), timed))
     # each member's latest event before each step: read by the rosters and the departures
     latest = materialize_state(latest_events(timeline, steps))
-    roster_rows = rosters(latest).join(cfg, _G).withColumn(
+    # each step's members under their group's protocol at the step
+    roster_rows = rosters(latest).join(cfg.drop("_gp"), _G).join(steps.select(_G, "step", "_gp"), [_G, "step"]).withColumn(
         "assignors", F.when(F.col("_strategy").isNotNull(), F.array(F.col("_strategy"))).otherwise(F.col("assignors")))
     # a static member's restart that calls for no rebalance keeps what it owned (:func:`quiet_rejoins`)
     roster_rows = materialize_state(roster_rows.join(
@@ -185,7 +189,7 @@ def replay(events: DataFrame, partitions: DataFrame, *, strategy, protocol_rule,
         F.collect_set("_strategy").alias("strategies"), F.bool_and(F.col("_strategy").isNotNull()).alias("forced"),
         F.count("*").alias("groups")).collect()}
     if validate and not all(r.forced for r in per_step.values()):  # a forced assignor is every member's only one
-        check_rosters_agree(roster_rows.where(F.col("_strategy").isNull()), steps)
+        check_rosters_agree(roster_rows.where(F.col("_strategy").isNull() & (F.col("_gp") == "classic")), steps)
     # without delayed resolution anywhere nothing is ever held: the held state stays empty
     any_delay = any(r.delay for r in per_step.values())
     # range and roundrobin, every step called for by its events: all steps at once

@@ -130,18 +130,24 @@ class Timing:
         """The per-group settings columns a replay carries for a group of ``group_protocol``
         (``_timeout``, ``_hb``: that protocol's session timeout and heartbeat interval; the
         classic join phase's ``_rt``, ``_init``, ``_js``, ``_mma``, 0 for a consumer group; a
-        consumer group's assignment interval ``_ai``, 0 for a classic one).
+        consumer group's assignment interval ``_ai``, 0 for a classic one; and ``_up_timeout``,
+        ``_up_hb``, ``_up_ai``: the consumer protocol's, which a classic group runs on once it
+        converts, :mod:`.migration`).
 
         >>> Timing().settings_of("consumer")["_hb"]
         5000
         """
+        c = self.consumer
+        # a classic group that converts to a consumer group (an online migration) runs on these from then on
+        upgraded = {"_up_timeout": c.session_timeout_ms, "_up_hb": c.heartbeat_interval_ms,
+                    "_up_ai": c.assignment_interval_ms}
         if group_protocol == "consumer":
-            c = self.consumer
             return {"_timeout": c.session_timeout_ms, "_hb": c.heartbeat_interval_ms,
-                    "_rt": 0, "_init": 0, "_js": 0, "_mma": 0, "_ai": c.assignment_interval_ms}
+                    "_rt": 0, "_init": 0, "_js": 0, "_mma": 0, "_ai": c.assignment_interval_ms, **upgraded}
         k = self.classic
         return {"_timeout": k.session_timeout_ms, "_hb": k.heartbeat_interval_ms, "_rt": k.rebalance_timeout_ms,
-                "_init": k.initial_rebalance_delay_ms, "_js": k.join_sync_ms, "_mma": k.metadata_max_age_ms, "_ai": 0}
+                "_init": k.initial_rebalance_delay_ms, "_js": k.join_sync_ms, "_mma": k.metadata_max_age_ms, "_ai": 0,
+                **upgraded}
 
     def as_dict(self) -> dict[str, dict[str, int]]:
         """``{"classic": {...}, "consumer": {...}}``: what a report states it assumed."""
@@ -162,7 +168,7 @@ class Timing:
 
 
 #: the settings columns of :meth:`Timing.settings_of`
-TIMING_COLUMNS = ("_timeout", "_hb", "_rt", "_init", "_js", "_mma", "_ai")
+TIMING_COLUMNS = ("_timeout", "_hb", "_rt", "_init", "_js", "_mma", "_ai", "_up_timeout", "_up_hb", "_up_ai")
 
 #: the old instant classic clock: rebalances take no time (for tables of assignment cases)
 INSTANT_CLASSIC = ClassicTiming(heartbeat_interval_ms=0, initial_rebalance_delay_ms=0, join_sync_ms=0,

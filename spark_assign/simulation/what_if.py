@@ -21,7 +21,8 @@ from .timing import TIMING_COLUMNS, Timing
 if TYPE_CHECKING:
     from ..history import AssignmentHistory
 
-VARIANT_KEYS = ("name", "strategy", "protocol_rule", "timing", "scheduled_rebalance_max_delay_ms", "group_protocol")
+VARIANT_KEYS = ("name", "strategy", "protocol_rule", "timing", "scheduled_rebalance_max_delay_ms", "group_protocol",
+                "restart_protocol")
 
 WHAT_IF_COLUMNS = (
     "variant", "group_id", "rebalances", "rounds", "partitions_moved", "revoked", "lost",
@@ -55,8 +56,11 @@ def what_if(
     ``variants``: dicts with ``name`` and any of ``strategy``, ``protocol_rule``,
     ``timing`` (a mapping over this call's ``timing``: :class:`~.timing.Timing`),
     ``scheduled_rebalance_max_delay_ms``, ``group_protocol`` (a migration plan:
-    ``{"name": "kip848", "group_protocol": "consumer"}`` next to the classic variants);
-    ``group_protocol`` here is the variants' default. Every variant counts its
+    ``{"name": "kip848", "group_protocol": "consumer"}`` next to the classic variants),
+    ``restart_protocol`` (the ``group.protocol`` each ``config_change`` restarts its member
+    with, where the event names none: ``{"name": "migration", "restart_protocol": "consumer"}``
+    is a rolling upgrade to KIP-848, the group converting at the first restart,
+    :mod:`.migration`); ``group_protocol`` here is the variants' default. Every variant counts its
     unassigned partition-seconds on the same clock. Each variant
     runs as groups ``<group_id>@<name>`` in the same distributed steps. Returns
     one row per variant and group: ``variant, group_id, rebalances, rounds,
@@ -100,18 +104,30 @@ def what_if(
         gp = protocol_of(st, v.get("group_protocol", group_protocol))
         st = "uniform" if gp == "consumer" and st is None else st  # the broker's default
         clock = Timing.of(v.get("timing"), base).settings_of(gp)
+        restart = v.get("restart_protocol")
+        if restart not in (None, "classic", "consumer"):
+            raise InvalidOptionError(f"variant {v['name']!r}: restart_protocol: expected 'classic' or 'consumer', "
+                                     f"found {restart!r}")
+        if restart == "consumer" and gp == "classic" and st is not None:
+            raise InvalidOptionError(
+                f"variant {v['name']!r}: restart_protocol 'consumer' converts the group, whose broker then assigns; "
+                f"expected no strategy (the members' selection, then the broker's uniform), found {st!r}")
         rows.append((str(v["name"]), st, v.get("protocol_rule", protocol_rule),
-                     int(v.get("scheduled_rebalance_max_delay_ms", scheduled_rebalance_max_delay_ms)), gp, clock))
+                     int(v.get("scheduled_rebalance_max_delay_ms", scheduled_rebalance_max_delay_ms)), gp, clock,
+                     restart))
     if record_variant is not None and record_variant not in {r[0] for r in rows}:
         raise InvalidOptionError(f"record_variant {record_variant!r}: expected one of the variants' names "
                          f"{[r[0] for r in rows]}")
     vcol = F.explode(F.array(*[
         F.struct(F.lit(n).alias("variant"), F.lit(st).cast("string").alias("_strategy"), F.lit(ru).alias("_rule"),
                  F.lit(de).cast("long").alias("_delay"), F.lit(gp).alias("_gp"),
+                 F.lit(restart).cast("string").alias("_restart"),
                  *[F.lit(value).cast("long").alias(c) for c, value in clock.items()])
-        for n, st, ru, de, gp, clock in rows])).alias("_v")
+        for n, st, ru, de, gp, clock, restart in rows])).alias("_v")
     e = normalize_events(events)
-    cols = [c for c in e.columns if c != _G]
+    restarted = F.when(F.col("kind") == "config_change", F.coalesce("group_protocol", "_v._restart")).otherwise(
+        F.col("group_protocol")).alias("group_protocol")
+    cols = [restarted if c == "group_protocol" else c for c in e.columns if c != _G]
     ev = e.select("*", vcol).select(  # every event once per variant (a handful)
         F.concat(F.col(_G), F.lit("@"), F.col("_v.variant")).alias(_G), *cols,
         "_v._strategy", "_v._rule", "_v._delay", "_v._gp", *[f"_v.{c}" for c in TIMING_COLUMNS])

@@ -81,14 +81,17 @@ aggregate(
 
 def join_phases(steps: DataFrame, away: DataFrame, live: DataFrame) -> DataFrame:
     """Per classic group, its rebalances: ``group_id, began, ends`` (the join phase's end),
-    ``learned`` (when the members learn of it, and EAGER members revoke) and
-    ``opened_after_sync`` (it opened after the last phase's sync, by the members' first heartbeat).
+    ``learned`` (when the members learn of it, and EAGER members revoke),
+    ``opened_after_sync`` (it opened after the last phase's sync, by the members' first heartbeat)
+    and ``_gp`` (``classic``). A group that converts to a consumer group (``_converted``) has
+    none that ends after it.
 
     ``steps``: the steps with their settings columns (``group_id, at, kinds, triggers,
     _gp, _hb, _timeout, _rt, _init``); ``away``: :func:`.events.away_episodes`; ``live``: each
     member's stay in the group, ``group_id, _from, _until`` (null: to the end)."""
     st = steps.where(F.col("_gp") == "classic").select(
         _G, "at", "triggers", "kinds", F.floor(F.col("_hb") / 2).alias("_hb2"), "_hb", "_js", "_rt", "_init",
+        "_converted",
         # after an expiry, the others' next tick: a whole number of heartbeats in the session
         # puts one at the expiry itself, a race the broker decides either way (half an interval)
         F.expr("CASE WHEN _hb = 0 THEN 0 WHEN _timeout % _hb = 0 THEN floor(_hb / 2) "
@@ -111,14 +114,19 @@ def join_phases(steps: DataFrame, away: DataFrame, live: DataFrame) -> DataFrame
     has = lambda kind: F.array_contains(F.split("kinds", ","), kind)  # noqa: E731
     rows = (
         st.join(awaited, [_G, "at"], "left").join(present, [_G, "at"], "left")
-        .select(_G, "_hb2", "_hb", "_js", "_ew", "_rt", "_init", F.struct(
+        .select(_G, "_hb2", "_hb", "_js", "_ew", "_rt", "_init", "_converted", F.struct(
             F.col("at").cast("bigint").alias("at"), F.col("triggers").alias("opens"), has("join").alias("joins"),
             has("expire").alias("expires"),
             F.col("_present").isNull().alias("empty_before"),
             F.col("away_end").cast("bigint").alias("away_end")).cast(_STEP).alias("_s"))
     )
-    folded = rows.groupBy(_G, "_hb2", "_hb", "_js", "_ew", "_rt", "_init").agg(
-        F.collect_list("_s").alias("_steps")).select(_G, "_hb", "_js", F.explode(F.expr(_FOLD)).alias("_w"))
+    folded = rows.groupBy(_G, "_hb2", "_hb", "_js", "_ew", "_rt", "_init", "_converted").agg(
+        F.collect_list("_s").alias("_steps")).select(
+        _G, "_hb", "_js", "_converted", F.explode(F.expr(_FOLD)).alias("_w"))
+    # a join phase still open when the group converts never completes: the coordinator answers
+    # its JoinGroup and SyncGroup requests REBALANCE_IN_PROGRESS (convertToConsumerGroup), and
+    # the consumer group's first target answers its events (:mod:`.migration`)
+    folded = folded.where(F.col("_converted").isNull() | (F.col("_w.ends") + F.col("_js") < F.col("_converted")))
     # when the members learn of it: the first tick after the last sync (``_AFTER_SYNC``), else
     # half a heartbeat after it began on average; at its end at the latest
     before = F.lag("_w.ends").over(Window.partitionBy(_G).orderBy("_w.began"))
@@ -126,7 +134,7 @@ def join_phases(steps: DataFrame, away: DataFrame, live: DataFrame) -> DataFrame
     after_sync = F.coalesce((began > before + F.col("_js")) & (began <= before + F.col("_hb")), F.lit(False))
     learned = F.least(F.when(after_sync, before + F.col("_hb")).otherwise(began + F.floor(F.col("_hb") / 2)), end)
     return folded.select(_G, began.alias("began"), end.alias("ends"), learned.cast("bigint").alias("learned"),
-                         after_sync.alias("opened_after_sync"))
+                         after_sync.alias("opened_after_sync"), F.lit("classic").alias("_gp"))
 
 
 # a KIP-848 group's targets: an epoch bump computes one at once, unless the last one is less
@@ -158,7 +166,8 @@ def target_phases(steps: DataFrame) -> DataFrame:
     folded = st.groupBy(_G, "_ai").agg(F.collect_list("_s").alias("_steps")).select(
         _G, F.explode(F.expr(_TARGET_FOLD)).alias("_w"))
     return folded.select(_G, F.col("_w.began").alias("began"), F.col("_w.ends").alias("ends"),
-                         F.col("_w.ends").alias("learned"), F.lit(False).alias("opened_after_sync"))
+                         F.col("_w.ends").alias("learned"), F.lit(False).alias("opened_after_sync"),
+                         F.lit("consumer").alias("_gp"))
 
 
 def live_intervals(timeline: DataFrame) -> DataFrame:
@@ -185,11 +194,12 @@ def metadata_events(e: DataFrame) -> DataFrame:
 
 def phase_events(phases: DataFrame, cfg: DataFrame) -> DataFrame:
     """The ``sync`` and ``revoke`` events of :func:`join_phases`, the ``target`` events of
-    :func:`target_phases` (``group_id, at, kind, member_id``)."""
-    p = phases.join(cfg.select(_G, "_gp", "_hb", "_js"), _G)
+    :func:`target_phases` (``group_id, at, kind, member_id``; ``cfg``: the groups' settings at
+    the start, their classic timers)."""
+    p = phases.join(cfg.select(_G, "_hb", "_js"), _G)
     none = F.lit(None).cast("string").alias("member_id")
     classic = F.col("_gp") == "classic"
-    sync = p.select(_G, (F.col("ends") + F.col("_js")).alias("at"),
+    sync = p.select(_G, F.when(classic, F.col("ends") + F.col("_js")).otherwise(F.col("ends")).alias("at"),
                     F.when(classic, F.lit("sync")).otherwise(F.lit("target")).alias("kind"), none)
     revoke = p.where(classic & (F.col("_hb") > 0)).select(
         _G, F.col("learned").alias("at"), F.lit("revoke").alias("kind"), none)
