@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import re
 import tempfile
 import time
 from contextlib import redirect_stdout
@@ -54,9 +53,10 @@ def _with_earlier_rows(rows: list[list], strategies: list[str]) -> list[list]:
     earlier = RESULTS / "pipeline.json"
     if set(strategies) == set(STRATEGIES) or not earlier.exists():
         return rows
-    run_at = re.search(r"Run at (\S+ \S+) UTC", (RESULTS / "pipeline.md").read_text())
-    kept = [r + [run_at.group(1) if run_at else "earlier"] * (len(HEADER) - len(r))  # rows from before the column
-            for r in json.loads(earlier.read_text())["rows"] if r[1] not in strategies]
+    table = json.loads(earlier.read_text())
+    run_at = str(table.get("run_at", "earlier")).removesuffix(" UTC")
+    kept = [r + [run_at] * (len(HEADER) - len(r))  # rows from before the column
+            for r in table["rows"] if r[1] not in strategies]
     return sorted(kept + rows, key=lambda r: (STRATEGIES.index(r[1]), "join" in r[0]))
 
 
