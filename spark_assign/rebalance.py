@@ -284,7 +284,11 @@ def rebalance_rounds(
     epoch) hands out every target partition nobody else holds and the members revoke
     what the target takes away (nothing is revoked from members that keep their
     partitions); round 2 (the next heartbeat, when partitions changed owner) hands the
-    revoked partitions to their new owners. The group's protocol is ``CONSUMER``.
+    revoked partitions to their new owners. The group's protocol is ``CONSUMER``. A
+    ``member_type`` column (``classic`` or ``consumer``, the protocol the member's client
+    speaks) marks the classic members of a consumer group (an online migration): each revokes
+    as its own ``assignors`` have it, an EAGER one everything in round 1, and again in round 2
+    when it picks something up there (:func:`~spark_assign.reconcile.mark_consumer_groups`).
     ``away`` (``group_id, member_id``): consumer groups' members that send no heartbeat (a
     crash, or a static member that left, before its session expires): they revoke nothing
     and take nothing from others, so what the target moves off them waits for their expiry.
