@@ -205,22 +205,24 @@ def member_timeline(e: DataFrame) -> DataFrame:
     me = e.where(F.col("kind").isin(*MEMBER_KINDS))
     w = Window.partitionBy(_G, "member_id").orderBy("_order").rowsBetween(Window.unboundedPreceding, Window.currentRow)
     hist = F.collect_list(F.struct("_order", "kind", "topics", "assignors", "group_protocol")).over(w)
+    history = F.col("_h")  # the member's events so far, in order (sorted once, read by each fold below)
     topics = F.aggregate(
-        F.array_sort(hist), F.array().cast("array<string>"),
+        history, F.array().cast("array<string>"),
         lambda acc, x: F.when(x["kind"] == "join", F.coalesce(x["topics"], F.array().cast("array<string>")))
         .when(x["kind"] == "subscribe", F.array_union(acc, F.coalesce(x["topics"], F.array().cast("array<string>"))))
         .when(x["kind"] == "unsubscribe", F.array_except(acc, F.coalesce(x["topics"], F.array().cast("array<string>"))))
         .otherwise(acc),
     )
     assignors = F.aggregate(
-        F.array_sort(hist), F.lit(None).cast("array<string>"),
+        history, F.lit(None).cast("array<string>"),
         lambda acc, x: F.when(x["kind"] == "join", x["assignors"])
         .when(x["kind"] == "config_change", F.coalesce(x["assignors"], acc)).otherwise(acc),
     )
     joined = F.last(F.when(F.col("kind") == "join", F.struct("group_instance_id", "rack")), ignorenulls=True).over(w)
     t = (
-        me.withColumn("_topics", topics).withColumn("_assignors", assignors).withColumn("_j", joined)
-        .withColumn("_h", F.array_sort(hist)).withColumn("_member_type", F.expr(member_types("_h"))).drop("_h")
+        me.withColumn("_h", F.array_sort(hist))
+        .withColumn("_topics", topics).withColumn("_assignors", assignors).withColumn("_j", joined)
+        .withColumn("_member_type", F.expr(member_types("_h"))).drop("_h")
         .withColumn("_iid", F.col("_j.group_instance_id")).withColumn("_rack", F.col("_j.rack"))
     )
     status = (

@@ -163,8 +163,8 @@ def replay(events: DataFrame, partitions: DataFrame, *, strategy, protocol_rule,
         steps_of(e, synthetic.unionByName(phase_events(phases, cfg)), quiet, cfg, phased=True), phases), timed))
     # each member's latest event before each step: read by the rosters and the departures
     latest = materialize_state(latest_events(timeline, steps))
-    # each step's members under their group's protocol at the step
-    roster_rows = rosters(latest).join(cfg.drop("_gp"), _G).join(steps.select(_G, "step", "_gp"), [_G, "step"]).withColumn(
+    # each step's members with their group's settings at the step (the steps carry them: one join)
+    roster_rows = rosters(latest).join(steps.select(_G, "step", *CONFIG_COLUMNS), [_G, "step"]).withColumn(
         "assignors", F.when(F.col("_strategy").isNotNull(), F.array(F.col("_strategy"))).otherwise(F.col("assignors")))
     # a static member's restart that calls for no rebalance keeps what it owned (:func:`quiet_rejoins`)
     roster_rows = materialize_state(roster_rows.join(
