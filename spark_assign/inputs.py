@@ -71,6 +71,9 @@ MEMBER_COLUMNS: dict[str, T.DataType] = {
     "owned": OWNED_TYPE,
     "generation": T.IntegerType(),
     "assignors": T.ArrayType(T.StringType()),
+    # KIP-848: the member's place in the coordinator's member map, as ConsumerGroupDescribe
+    # lists the members (the broker's uniform assignor walks the members in an order it decides)
+    "describe_position": T.IntegerType(),
 }
 REQUIRED_MEMBER_COLUMNS = ("group_id", "member_id", "topics")
 
@@ -78,6 +81,8 @@ PARTITION_COLUMNS: dict[str, T.DataType] = {
     "topic": T.StringType(),
     "partition": T.IntegerType(),
     "racks": T.ArrayType(T.StringType()),
+    # the topic's id as Kafka prints a Uuid (the broker's uniform assignor orders topics by it)
+    "topic_id": T.StringType(),
 }
 REQUIRED_PARTITION_COLUMNS = ("topic", "partition")
 
@@ -138,7 +143,7 @@ def conform_columns(df: DataFrame, columns: dict[str, T.DataType], required, wha
 
     >>> conform_columns(spark.range(1).selectExpr("'t' AS topic", "0L AS partition"), PARTITION_COLUMNS,
     ...                 REQUIRED_PARTITION_COLUMNS, "partitions", MissingColumnError).dtypes
-    [('topic', 'string'), ('partition', 'int'), ('racks', 'array<string>')]
+    [('topic', 'string'), ('partition', 'int'), ('racks', 'array<string>'), ('topic_id', 'string')]
     """
     found_types = {f.name: f.dataType for f in df.schema.fields}  # one schema read
     missing = [c for c in required if c not in found_types]
@@ -176,7 +181,7 @@ def normalize_members(members: DataFrame, *, keep: dict[str, T.DataType] | None 
     >>> normalize_members(spark.createDataFrame(
     ...     [("g", "m1", ["t"])], "group_id string, member_id string, topics array<string>"
     ... )).columns
-    ['group_id', 'member_id', 'group_instance_id', 'rack', 'topics', 'owned', 'generation', 'assignors']
+    ['group_id', 'member_id', 'group_instance_id', 'rack', 'topics', 'owned', 'generation', 'assignors', 'describe_position']
     """
     return conform_columns(members, {**MEMBER_COLUMNS, **(keep or {})}, REQUIRED_MEMBER_COLUMNS, "members",
                            MissingColumnError, normalized={"topics": "array_distinct({})"})
@@ -283,13 +288,20 @@ def _topic_summary(partitions: DataFrame) -> DataFrame:
     # written as SQL text: a handful of JVM calls, where column functions take several each
     blocks = partitions.selectExpr(
         "topic", "partition", f"{partition_block('partition')} AS _block", f"{partition_bit('partition')} AS _bit",
+        f"{_BAD_TOPIC_ID} AS _bad_id", "topic_id",
     ).groupBy("topic", "_block").agg(*map(F.expr, (
         "count(*) AS _rows", "count(partition) AS _numbered", "bit_count(bit_or(_bit)) AS _distinct",
-        "min(partition) AS _first", "max(partition) AS _last")))
+        "min(partition) AS _first", "max(partition) AS _last", "bool_or(_bad_id) AS _bad_id",
+        "min(topic_id) AS _id_min", "max(topic_id) AS _id_max")))
     return blocks.groupBy("topic").agg(*map(F.expr, (
         "CAST(sum(_rows) AS INT) AS num_partitions", "max(_last) AS last_partition",
-        "topic IS NULL OR min(_first) < 0 OR sum(_numbered) < sum(_rows) AS _bad",
+        "topic IS NULL OR min(_first) < 0 OR sum(_numbered) < sum(_rows) OR bool_or(_bad_id) "
+        "OR min(_id_min) != max(_id_max) AS _bad",
         "sum(_distinct) < sum(_numbered) AS _repeats")))
+
+
+#: a ``topic_id`` that is not a Uuid as Kafka prints it (22 URL-safe base64 characters), as SQL text
+_BAD_TOPIC_ID = "coalesce(NOT regexp_like(topic_id, '^[A-Za-z0-9_-]{21}[AQgw]$'), false)"
 
 
 def _partition_problems(partitions: DataFrame, repeating: DataFrame) -> DataFrame:
@@ -299,12 +311,17 @@ def _partition_problems(partitions: DataFrame, repeating: DataFrame) -> DataFram
         F.col("topic").isNull() | F.col("partition").isNull() | (F.col("partition") < 0)
     ).select(F.lit("null topic/partition or negative partition").alias("problem"),
              "topic", "partition", F.lit(None).cast("long").alias("count"))
+    ids = partitions.groupBy("topic").agg(F.expr(f"bool_or({_BAD_TOPIC_ID}) AS _bad_id"), F.expr(
+        "count(DISTINCT topic_id) AS count")).where("_bad_id OR count > 1").selectExpr(
+        "CASE WHEN _bad_id THEN 'topic_id is not a Uuid as Kafka prints it (22 URL-safe base64 characters)' "
+        "ELSE 'topic listed with different topic_ids' END AS problem", "topic", "CAST(NULL AS INT) AS partition",
+        "count")
     dupes = (
         partitions.where(F.col("partition") >= 0).join(F.broadcast(repeating), "topic", "left_semi")
         .groupBy("topic", "partition").count().where("count > 1")
         .select(F.lit("topic partition repeated").alias("problem"), "topic", "partition", "count")
     )
-    return bad.unionByName(dupes)
+    return bad.unionByName(dupes).unionByName(ids)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from .assign import assign
-from .execution import in_small_call, join_small, materialize, materialize_state, per_group, stored_rows, union_all
+from .execution import in_small_call, join_small, materialize, materialize_state, stored_rows, union_all
 from .frames import GROUP as _G
 from .frames import TP as _TP
 from .frames import one_row, owned_lists, sql_name, sql_string
@@ -91,57 +91,40 @@ def _owned_rows(members: DataFrame, partitions: DataFrame | None, *columns: str)
 
 
 #: the runs one sticky assignment serves together: the client sticky assignors (the
-#: cooperative groups withhold the partitions changing owner) and the broker's uniform
-#: (its target: the sticky assignment with no generations and no racks)
-SERVER_UNIFORM = SERVER_RUN + "uniform"
-STICKY_FAMILY = ("sticky", "cooperative-sticky", SERVER_UNIFORM)
+#: cooperative groups withhold the partitions changing owner). The broker's uniform runs
+#: alone: its answer is Kafka's own builder, not the sticky assignment
+STICKY_FAMILY = ("sticky", "cooperative-sticky")
 
 
 def sticky_runs(runs: list[str], rnd: int, run_options: dict[str, dict[str, Any]]) -> list[str]:
-    """The runs of ``runs`` that one sticky assignment serves in round ``rnd``: at least
-    two of :data:`STICKY_FAMILY` with the same options (the broker's uniform takes none:
-    it joins when the member order is the default, ``member_id``; it computes a target in
-    round 1 only), else none. Each distinct assignor call costs a fixed set of Spark jobs whatever
-    its groups, so the family runs as one.
+    """The runs of ``runs`` that one sticky assignment serves in round ``rnd``: both of
+    :data:`STICKY_FAMILY` with the same options, else none. Each distinct assignor call costs a
+    fixed set of Spark jobs whatever its groups, so the family runs as one.
 
-    >>> sticky_runs(["consumer:uniform", "cooperative-sticky", "range"], 1, {})
-    ['consumer:uniform', 'cooperative-sticky']
+    >>> sticky_runs(["consumer:uniform", "sticky", "cooperative-sticky", "range"], 1, {})
+    ['sticky', 'cooperative-sticky']
     """
-    family = [r for r in runs if r in STICKY_FAMILY and (rnd == 1 or not r.startswith(SERVER_RUN))]
-    client = [run_options.get(r, {}) for r in family if not r.startswith(SERVER_RUN)]
-    if any(o != client[0] for o in client[1:]):
+    family = [r for r in runs if r in STICKY_FAMILY]
+    options = [run_options.get(r, {}) for r in family]
+    if any(o != options[0] for o in options[1:]):
         return []
-    if client and client[0].get("member_order", "member_id") != "member_id":
-        family = [r for r in family if not r.startswith(SERVER_RUN)]
     return family if len(family) > 1 else []
 
 
-def _sticky_together(state: DataFrame, p: DataFrame, together: list[str], rnd: int, targets: dict[str, DataFrame],
-                     run_options: dict[str, dict[str, Any]], columns: list[str],
-                     away: DataFrame | None = None) -> list[DataFrame]:
+def _sticky_together(state: DataFrame, p: DataFrame, together: list[str], run_options: dict[str, dict[str, Any]],
+                     columns: list[str]) -> DataFrame:
     """The assignment of the groups of the runs ``together`` (:func:`sticky_runs`) by one
-    sticky assignment: the cooperative groups withhold the partitions changing owner, the
-    consumer groups' part is their group epoch's target (:func:`reconciliation_round`)."""
-    consumer = f"startswith(_run, {sql_string(SERVER_RUN)})"  # the broker's uniform: no generations, no racks
-    sm = state.where(f"_run IN ({', '.join(map(sql_string, together))})").selectExpr(*[
-        f"CASE WHEN NOT {consumer} THEN {c} END AS {c}" if c in ("generation", "rack") else c for c in columns])
+    sticky assignment: the cooperative groups withhold the partitions changing owner."""
+    sm = state.where(f"_run IN ({', '.join(map(sql_string, together))})").selectExpr(*columns)
     # the cooperative groups (sticky_assignment takes their distinct ids, broadcast)
     coop = state.where("_run = 'cooperative-sticky'").selectExpr(_G) if "cooperative-sticky" in together else False
-    opts = next((run_options.get(r, {}) for r in together if not r.startswith(SERVER_RUN)), {})
+    opts = next((run_options.get(r, {}) for r in together), {})
     # the inputs materialized as assign() does (the assignment reads them many times); in a
     # small call they are short plans over local relations already (:func:`run_round`)
     sm, sp = normalize_members(sm), p
     if not in_small_call():
         sm, sp = materialize(sm, eager=False), materialize(sp, eager=False)
-    rows = sticky_assignment(sm, sp, cooperative=coop, **opts)
-    if SERVER_UNIFORM not in together:
-        return [rows]
-    rows = materialize(rows, eager=False)  # read by the classic groups' part and by the target: computed once
-    server = state.where(F.col("_run") == SERVER_UNIFORM)  # the consumer groups of the call
-    groups = per_group(server.select(_G).distinct())
-    target = reconciliation_round(SERVER_UNIFORM, server.select(*columns), p, rnd, targets,
-                                  target=rows.join(groups, _G, "left_semi"), away=away)
-    return [rows.join(groups, _G, "left_anti"), target]
+    return sticky_assignment(sm, sp, cooperative=coop, **opts)
 
 
 def as_joined(state: DataFrame) -> DataFrame:
@@ -181,7 +164,7 @@ def run_round(prep: Prepared, state: DataFrame, rnd: int, runs: list[str], prev_
     joined = as_joined(state) if set(COOPERATIVE_ASSIGNORS) & set(runs) else state  # only they read it
     together = sticky_runs(runs, rnd, run_options)
     if together:
-        parts.extend(_sticky_together(joined, p, together, rnd, targets, run_options, columns, away))
+        parts.append(_sticky_together(joined, p, together, run_options, columns))
     for name in runs:
         if name in together:
             continue

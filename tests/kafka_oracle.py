@@ -43,10 +43,8 @@ def compiled(source: Path) -> Path:
     return out
 
 
-def run(cases: list[dict], *, refused: dict[str, str] | None = None) -> dict[str, dict[str, list[tuple[str, int]]]]:
-    """Each case's assignment by Kafka's assignor: ``{case id: {member id: [(topic, partition)]}}``.
-    A case Kafka's assignor refused (an exception) raises OracleError naming it and Kafka's
-    message, or, given ``refused``, is left out and put there (case id -> Kafka's message)."""
+def _answers(cases: list[dict]) -> list[dict]:
+    """The oracle's raw answers to ``cases``, one dict per case."""
     for c in cases:
         c["topics"] = {t: (v if isinstance(v, dict) else {"count": v}) for t, v in c["topics"].items()}
     with tempfile.TemporaryDirectory() as tmp:
@@ -56,13 +54,35 @@ def run(cases: list[dict], *, refused: dict[str, str] | None = None) -> dict[str
                               capture_output=True, text=True, timeout=600)
         if done.returncode != 0:
             raise OracleError(f"the oracle failed:\n{done.stdout[-2000:]}{done.stderr[-3000:]}")
-        answers = json.loads(answer.read_text())
+        return json.loads(answer.read_text())
+
+
+def run(cases: list[dict], *, refused: dict[str, str] | None = None) -> dict[str, dict[str, list[tuple[str, int]]]]:
+    """Each case's assignment by Kafka's assignor: ``{case id: {member id: [(topic, partition)]}}``.
+    A case Kafka's assignor refused (an exception) raises OracleError naming it and Kafka's
+    message, or, given ``refused``, is left out and put there (case id -> Kafka's message)."""
     out: dict[str, dict[str, list[tuple[str, int]]]] = {}
-    for r in answers:
+    for r in _answers(cases):
         if "error" in r and refused is not None:
             refused[r["id"]] = r["error"]
         elif "error" in r:
             raise OracleError(f"Kafka's assignor refused case {r['id']}: {r['error']}")
         else:
             out[r["id"]] = {m: [(t, p) for t, p in tps] for m, tps in r["assignment"].items()}
+    return out
+
+
+def run_broker(cases: list[dict]) -> dict[str, dict]:
+    """The broker's assignors (``uniform``, ``server-range``) on ``cases`` as the coordinator
+    calls them: per case id, ``assignment`` (as :func:`run`), ``held`` (each member's target
+    in the order the broker holds it: the next generation's ``owned``) and ``describe_order``
+    (the members in the coordinator's member map order, as ConsumerGroupDescribe lists them;
+    a case's member marked ``"joining": true`` is not in it yet)."""
+    out: dict[str, dict] = {}
+    for r in _answers(cases):
+        if "error" in r:
+            raise OracleError(f"Kafka's assignor refused case {r['id']}: {r['error']}")
+        out[r["id"]] = {"assignment": {m: [(t, p) for t, p in tps] for m, tps in r["assignment"].items()},
+                        "held": {m: [(t, p) for t, p in tps] for m, tps in r["broker_order"].items()},
+                        "describe_order": list(r["describe_order"])}
     return out

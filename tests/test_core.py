@@ -116,12 +116,13 @@ def test_error_lists_at_most_ten_rows_and_counts_the_rest(spark, parts):
 def test_optional_columns_may_be_absent(spark):
     m = normalize_members(spark.createDataFrame([("g", "c0", ["t0", "t0", None])], MEMBERS))
     assert m.columns == [
-        "group_id", "member_id", "group_instance_id", "rack", "topics", "owned", "generation", "assignors"
+        "group_id", "member_id", "group_instance_id", "rack", "topics", "owned", "generation", "assignors",
+        "describe_position",
     ]
     # de-duplicated; a null topic stays for the validation to name (tests/cases/bad_inputs.yaml)
     assert m.first()["topics"] == ["t0", None]
     p = normalize_partitions(spark.createDataFrame([("t0", 0)], PARTS))
-    assert p.columns == ["topic", "partition", "racks"]
+    assert p.columns == ["topic", "partition", "racks", "topic_id"]
 
 
 def test_diagnostics_counts_ignored_claims_and_missing_topics(spark, parts):

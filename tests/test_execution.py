@@ -381,7 +381,7 @@ def test_a_small_call_with_a_long_owned_list_gives_the_same_rows(spark, short_ow
 def test_flags_read_off_stored_rows_equal_the_aggregation(spark, kinds):
     # a small call reads the sticky assignment's path flags off the rows it stored; any
     # other call aggregates them in Spark: the same flags, nulls and no rows included
-    from spark_assign.strategies.sticky import _paths
+    from spark_assign.strategies.sticky import group_paths
 
     df = spark.createDataFrame(kinds, "group_id string, _uniform boolean, _racks boolean, _claims boolean")
 
@@ -390,10 +390,10 @@ def test_flags_read_off_stored_rows_equal_the_aggregation(spark, kinds):
         decide_small_call(spark, lambda: 1)
         stored = materialize(df)
         assert stored_rows(stored) is not None
-        return _paths(stored)
+        return group_paths(stored)
 
     assert stored_rows(df) is None
-    assert from_stored_rows() == _paths(df)
+    assert from_stored_rows() == group_paths(df)
 
 
 OWNED = "array<struct<topic:string,partition:int>>"

@@ -227,10 +227,10 @@ def test_snapshot(spark, tmp_path, backend):
 
     h = AssignmentHistory(str(tmp_path / "h"), spark, backend=backend)
     at = datetime(2026, 12, 1, 12, 0)
-    member = ("a", None, "rack-1", ["t"], [("t", 0)], 3, ["range"])
+    member = ("a", None, "rack-1", ["t"], [("t", 0)], 3, ["range"], None)
     snap = Snapshot("cap-1", at, spark.createDataFrame(
         [("cap-1", at, "localhost:9092", "g1", "classic", "Stable", "consumer", "range", 3, 1, True, None,
-          [member], [("t", 0, ["rack-1"]), ("t", 1, ["rack-1"])], [("t", 0, 5, 0, 10, 5, "end - committed")], [],
+          [member], [("t", 0, ["rack-1"], None), ("t", 1, ["rack-1"], None)], [("t", 0, 5, 0, 10, 5, "end - committed")], [],
           None, [])], SNAPSHOTS_SCHEMA))
     assert snap.record(h) is True
     assert snap.record(h) is False  # the same capture id again: nothing written

@@ -131,13 +131,14 @@ def test_a_populated_answer_decodes_to_members_epochs_and_target_assignments(spa
     # 3 partitions per topic on broker 1; log offsets 0 to 5; nothing committed)
     metadata = {t: [(p, [1]) for p in range(3)] for t in ("t0", "t1")}
     _partitions_and_lags(groups[0], metadata, {}, {}, {1: None}, {(t, p): (0, 5) for t in metadata for p in range(3)},
-                         "earliest")
+                         "earliest", {})
     stamp = datetime(2026, 11, 25)
     snap = Snapshot("k", stamp, spark.createDataFrame([("k", stamp, "b:9092", *g.record()) for g in groups],
                                                       SNAPSHOTS_SCHEMA))
     expected_members = spark.createDataFrame(
         [("orders", "m1", "i-1", "rack-a", ["t0", "t1"], [("t0", 0), ("t0", 1), ("t1", 0)], 11, ["uniform"]),
-         ("orders", "m2", None, None, ["t0", "t1"], [("t0", 2), ("t1", 1), ("t1", 2)], 11, ["uniform"]),
+         # owned: the target's partitions in the broker's order, then the rest (pending revocation)
+         ("orders", "m2", None, None, ["t0", "t1"], [("t1", 1), ("t1", 2), ("t0", 2)], 11, ["uniform"]),
          ("orders", "m3", None, "rack-b", ["t0"], [], 12, ["uniform"])],
         "group_id string, member_id string, group_instance_id string, rack string, topics array<string>, "
         "owned array<struct<topic:string,partition:int>>, generation int, assignors array<string>")

@@ -137,8 +137,8 @@ def test_cooperative_sticky_under_eager_and_moves(spark):
 
 
 def test_sticky_family_in_one_call(spark):
-    """A round runs sticky, cooperative-sticky and the broker's uniform as one sticky
-    assignment (``sticky_runs``): each group gets what its own assignor gives it alone.
+    """A round runs sticky and cooperative-sticky as one sticky assignment (``sticky_runs``),
+    beside the broker's uniform: each group gets what its own assignor gives it alone.
     Every case three times: a sticky group, a cooperative-sticky one and a consumer group
     (claims in several generations, uniform and general subscriptions, racks)."""
     cases = load_cases("cooperative/holders.yaml", "sticky/kafka_rack_uniform.yaml")

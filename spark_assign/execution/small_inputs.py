@@ -157,6 +157,8 @@ def clean_on_driver(members: DataFrame, partitions: DataFrame) -> bool:
             pc.struct_field(claims, "topic").null_count or pc.struct_field(claims, "partition").null_count
             or pc.min(pc.struct_field(claims, "partition")).as_py() < 0):
         return False
+    if "topic_id" in p.column_names and p["topic_id"].null_count < p.num_rows:
+        return False  # topic ids: the Spark checks name a malformed or inconsistent one
     if p["topic"].null_count or p["partition"].null_count or (p.num_rows and pc.min(p["partition"]).as_py() < 0):
         return False
     return not repeats(pa.table({"topic": p["topic"], "partition": p["partition"]}), "topic", "partition")

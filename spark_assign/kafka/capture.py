@@ -145,6 +145,7 @@ class _Group:
         self.members_described = 0
         self.assignment_epoch: int | None = None
         self.targets: list[tuple] = []
+        self.topic_ids: dict[str, str] = {}
         self.topics: set[str] = set()
         self.committed: dict[tuple[str, int], int] = {}
         self.offsets_known = True
@@ -202,12 +203,12 @@ def _capture_groups(admin, wanted: list[str] | None, reset: str, history: str | 
             g.problems.append((None, None, "committed offsets not read (the group was deleted during the "
                                            "capture): lags left out"))
     steps.append("reading the topics' metadata")
-    known, missing = client.describe_topics(admin, {t for g in live for t in g.topics})
+    known, missing, topic_ids = client.describe_topics(admin, {t for g in live for t in g.topics})
     racks = client.broker_racks(admin) if known else {}
     steps.append("reading the log offsets")
     ends, gone = client.log_offsets(admin, {t: [p for p, _ in parts] for t, parts in known.items()})
     for g in live:
-        _partitions_and_lags(g, known, missing, gone, racks, ends, reset)
+        _partitions_and_lags(g, known, missing, gone, racks, ends, reset, topic_ids)
     return [g.record() for g in groups]
 
 
@@ -261,15 +262,20 @@ def _consumer_described(g: _Group, described: dict[str, ConsumerGroupDescription
         return g
     g.captured, g.generation, g.assignment_epoch = True, d.group_epoch, d.assignment_epoch
     assignors = _assignors(d.assignor)
-    for m in d.members:
+    for position, m in enumerate(d.members):
         topics = set(m.topics)
         if m.topic_regex is not None:
             topics |= {t for t, _ in m.assigned + m.target}
             g.problems.append((m.member_id, None, f"subscribes by regex {m.topic_regex!r}: its topics are taken "
                                                   f"as {sorted(topics)} (named, assigned or targeted)"))
         g.topics |= topics | {t for t, _ in m.assigned + m.target}
-        g.members.append((m.member_id, m.instance_id, m.rack, sorted(topics), list(m.assigned), m.member_epoch,
-                          assignors))
+        g.topic_ids.update(m.topic_ids)
+        # owned: what the member holds, in the order the broker holds its target (the order the
+        # broker's uniform assignor reads); describe_position: its place in the member map
+        order = {tp: k for k, tp in enumerate(m.target)}
+        owned = sorted(m.assigned, key=lambda tp: (order.get(tp, len(order)), tp))
+        g.members.append((m.member_id, m.instance_id, m.rack, sorted(topics), owned, m.member_epoch,
+                          assignors, position))
         g.targets.extend((m.member_id, t, p) for t, p in m.target)
     return g
 
@@ -282,7 +288,7 @@ def _recorded_members(g: _Group, recorded: dict) -> None:
         owned = sorted((tp["topic"], tp["partition"]) for tp in m["assigned"])
         g.topics |= set(m["topics"]) | {t for t, _ in owned}
         g.members.append((m["member_id"], m["group_instance_id"], m["rack"], list(m["topics"]), owned,
-                          g.generation, _assignors(g.protocol)))
+                          g.generation, _assignors(g.protocol), None))
 
 
 def _assignors(protocol: str) -> list[str] | None:
@@ -315,10 +321,10 @@ def _members(g: _Group, d: client.DescribedGroup) -> None:
                 g.problems.append((m.member_id, None, f"{e}; owned partitions taken from its subscription"))
         g.topics |= set(sub.topics) | {t for t, _ in owned}
         g.members.append((m.member_id, m.group_instance_id, sub.rack, list(sub.topics),
-                          [(t, p) for t, p in sorted(set(owned))], generation, _assignors(g.protocol)))
+                          [(t, p) for t, p in sorted(set(owned))], generation, _assignors(g.protocol), None))
 
 
-def _partitions_and_lags(g: _Group, known, missing, gone, racks, ends, reset: str) -> None:
+def _partitions_and_lags(g: _Group, known, missing, gone, racks, ends, reset: str, topic_ids: dict[str, str]) -> None:
     for topic in sorted(g.topics):
         if topic in missing:
             g.problems.append((None, topic, f"not in the cluster's metadata ({missing[topic]}): left out"))
@@ -329,7 +335,8 @@ def _partitions_and_lags(g: _Group, known, missing, gone, racks, ends, reset: st
             continue
         for partition, replicas in known[topic]:
             replica_racks = sorted({r for r in (racks.get(n) for n in replicas) if r is not None})
-            g.partitions.append((topic, partition, replica_racks or None))
+            topic_id = topic_ids.get(topic) or g.topic_ids.get(topic)  # the metadata's, else the describe's
+            g.partitions.append((topic, partition, replica_racks or None, topic_id))
             if not g.offsets_known:
                 continue
             start, end = ends[(topic, partition)]

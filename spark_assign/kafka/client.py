@@ -203,20 +203,27 @@ def committed_offsets(admin, group_ids: Iterable[str]) -> tuple[dict[str, dict[t
     return found, failed
 
 
-def describe_topics(admin, topics: Iterable[str]) -> tuple[dict[str, list[tuple[int, list[int]]]], dict[str, str]]:
-    """``topic -> [(partition, replica node ids)]`` and ``topic -> error`` for topics the
-    metadata does not know."""
+def describe_topics(admin, topics: Iterable[str]) -> tuple[dict[str, list[tuple[int, list[int]]]], dict[str, str],
+                                                          dict[str, str]]:
+    """``topic -> [(partition, replica node ids)]``, ``topic -> error`` for topics the
+    metadata does not know, and ``topic -> topic id`` (as Kafka prints a Uuid) for the topics
+    whose metadata names one."""
+    from .kip848 import kafka_uuid
+
     _, errors = _kafka()
-    known, failed = {}, {}
+    known, failed, ids = {}, {}, {}
     names = sorted(set(topics))
     if not names:
-        return {}, {}
+        return {}, {}, {}
     for t in admin.describe_topics(names):
         if t["error_code"]:
             failed[t["name"]] = errors.for_code(t["error_code"]).__name__
         else:
             known[t["name"]] = sorted((p["partition_index"], list(p["replica_nodes"])) for p in t["partitions"])
-    return known, failed
+            topic_id = kafka_uuid(t.get("topic_id"))
+            if topic_id and topic_id != "AAAAAAAAAAAAAAAAAAAAAA":  # Uuid.ZERO_UUID: none given
+                ids[t["name"]] = topic_id
+    return known, failed, ids
 
 
 def broker_racks(admin) -> dict[int, str | None]:

@@ -28,7 +28,8 @@ from typing import Any
 
 from .client import per_coordinator
 
-#: the topic partitions of an assignment: ``(topic, partition)``, sorted
+#: the topic partitions of an assignment: ``(topic, partition)``, sorted (a target: in the
+#: order the broker holds it, which its UniformAssignor reads)
 TopicPartitions = tuple[tuple[str, int], ...]
 
 
@@ -46,6 +47,9 @@ class ConsumerGroupMember:
     topic_regex: str | None
     assigned: TopicPartitions
     target: TopicPartitions
+    #: the topic ids the broker named in the member's assignments: ``(topic, id)``, the id as
+    #: Kafka prints a Uuid
+    topic_ids: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -78,11 +82,41 @@ def messages() -> tuple[type, type]:
     return ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse
 
 
-def _partitions(assignment: Any) -> TopicPartitions:
+def _partitions(assignment: Any, *, in_order: bool = False) -> TopicPartitions:
+    """An assignment's topic partitions, sorted, or ``in_order`` as the broker listed them
+    (ConsumerGroupMember.topicPartitionsFromAssignment: the broker's map and sets as they iterate)."""
     if assignment is None:
         return ()
-    return tuple(sorted((tp.topic_name, int(p)) for tp in (assignment.topic_partitions or [])
-                        for p in (tp.partitions or [])))
+    listed = [(tp.topic_name, int(p)) for tp in (assignment.topic_partitions or []) for p in (tp.partitions or [])]
+    return tuple(listed) if in_order else tuple(sorted(listed))
+
+
+def kafka_uuid(value: Any) -> str | None:
+    """A Uuid as Kafka prints it (URL-safe base64 of its 16 bytes, no padding), from what the
+    message decoder gives (a ``uuid.UUID``, bytes or a string).
+
+    >>> import uuid
+    >>> kafka_uuid(uuid.UUID(int=1))
+    'AAAAAAAAAAAAAAAAAAAAAQ'
+    """
+    import base64
+    import uuid
+
+    if value is None:
+        return None
+    if isinstance(value, uuid.UUID):
+        value = value.bytes
+    if isinstance(value, str) and len(value) == 36:  # the UUID text form, as some decoders give it
+        value = uuid.UUID(value).bytes
+    if isinstance(value, (bytes, bytearray)):
+        return base64.urlsafe_b64encode(bytes(value)).decode().rstrip("=")
+    return str(value)
+
+
+def _topic_ids(*assignments: Any) -> tuple[tuple[str, str], ...]:
+    ids = {tp.topic_name: kafka_uuid(tp.topic_id) for a in assignments if a is not None
+           for tp in (a.topic_partitions or []) if getattr(tp, "topic_id", None) is not None}
+    return tuple(sorted((t, i) for t, i in ids.items() if i is not None))
 
 
 def consumer_group(described: Any) -> ConsumerGroupDescription:
@@ -97,7 +131,8 @@ def consumer_group(described: Any) -> ConsumerGroupDescription:
         ConsumerGroupMember(
             m.member_id, m.instance_id, m.rack_id, int(m.member_epoch), m.client_id or "", m.client_host or "",
             tuple(m.subscribed_topic_names or ()), m.subscribed_topic_regex or None,
-            _partitions(m.assignment), _partitions(m.target_assignment))
+            _partitions(m.assignment), _partitions(m.target_assignment, in_order=True),
+            _topic_ids(m.assignment, m.target_assignment))
         for m in (described.members or []))
     return ConsumerGroupDescription(described.group_id, error, described.group_state or "",
                                     int(described.group_epoch), int(described.assignment_epoch),

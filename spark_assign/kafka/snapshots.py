@@ -35,7 +35,7 @@ _STR, _INT, _LONG = T.StringType(), T.IntegerType(), T.LongType()
 SNAPSHOT_MEMBER = T.StructType([T.StructField(name, dtype) for name, dtype in MEMBER_COLUMNS.items()
                                 if name != "group_id"])
 SNAPSHOT_PARTITION = T.StructType([T.StructField("topic", _STR), T.StructField("partition", _INT),
-                                   T.StructField("racks", T.ArrayType(_STR))])
+                                   T.StructField("racks", T.ArrayType(_STR)), T.StructField("topic_id", _STR)])
 #: a partition's lag, its offsets, and the rule that gave the lag (see ``capture``)
 SNAPSHOT_LAG = T.StructType([T.StructField("topic", _STR), T.StructField("partition", _INT),
                              T.StructField("lag", _LONG), T.StructField("log_start_offset", _LONG),

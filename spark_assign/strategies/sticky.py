@@ -38,7 +38,7 @@ from .sticky_uniform import assign_uniform, group_layout
 _G = "group_id"
 
 
-def _group_kinds(members: DataFrame) -> DataFrame:
+def group_kinds(members: DataFrame) -> DataFrame:
     """One row per group: ``_uniform`` (all members sent the same subscription),
     ``_topics`` (the sorted subscription of a uniform group), ``_claims`` (some member
     claims owned partitions) and ``_racks`` (some member has a rack). Materialized (small)
@@ -51,9 +51,9 @@ def _group_kinds(members: DataFrame) -> DataFrame:
     ))), eager=False)
 
 
-def _paths(kinds: DataFrame) -> dict[str, bool]:
+def group_paths(kinds: DataFrame) -> dict[str, bool]:
     """Which paths have groups, whether the general groups claim anything, and where members
-    have racks (from :func:`_group_kinds`): one small job that lets the general path's
+    have racks (from :func:`group_kinds`): one small job that lets the general path's
     driver-side rounds (and the uniform path's jobs, and the rack steps) be skipped when no
     group needs them. In a small call ``kinds`` is on the driver already: no job."""
     rows = stored_rows(kinds)
@@ -81,7 +81,7 @@ def split_uniform(members: DataFrame, kinds: DataFrame | None = None) -> tuple[D
 
     >>> uniform, general = split_uniform(members)  # doctest: +SKIP
     """
-    kinds = _group_kinds(members) if kinds is None else kinds
+    kinds = group_kinds(members) if kinds is None else kinds
     # one flag per group, joined back: the member rows keep their partitioning
     flagged = join_small(members, kinds.selectExpr(_G, "_uniform"), _G)
     cols = [sql_name(c) for c in members.columns]
@@ -107,8 +107,8 @@ def sticky_assignment(
 
     >>> sticky_assignment(members, partitions, cooperative=True)  # doctest: +SKIP
     """
-    kinds = _group_kinds(members)
-    paths = _paths(kinds)
+    kinds = group_kinds(members)
+    paths = group_paths(kinds)
     uniform, general = split_uniform(members, kinds)
     result = None
     if paths["uniform"] or not paths["general"]:  # no groups at all: the uniform path's empty result

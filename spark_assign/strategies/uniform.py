@@ -7,24 +7,20 @@ broker tracks each member's epoch), so every listed partition of a subscribed
 topic counts as owned, and a partition listed by two members (which the broker
 never produces) is owned by neither.
 
-* **Homogeneous** groups (every member subscribes to the same topics): Kafka's
-  ``UniformHomogeneousAssignmentBuilder`` gives ``P % N`` members ``P // N + 1``
-  partitions and the rest ``P // N``; each member keeps its current partitions up
-  to its quota and the rest are handed out. This is the quota fill of the sticky
-  assignors' uniform path (:mod:`.sticky_uniform`: the C_f/C_c/C_r windows and the
-  rank join). Kafka picks the members that get the extra partition in Java hash
-  order, whatever they own; here they are members that own at least ``C_c``, so
-  at least as many current partitions are kept as Kafka keeps, on every group.
+* **Homogeneous** groups (every member subscribes to the same topics): Kafka 4.4.0's
+  ``UniformHomogeneousAssignmentBuilder``, member by member
+  (:mod:`.uniform_homogeneous`): its answer depends on the order the coordinator walks the
+  members (their ids, and ``describe_position``) and the topics (their ids, ``topic_id`` in
+  ``partitions``), and on the order of each member's current target (the ``owned`` array's
+  order: ``capture()`` keeps the broker's). docs/kafka.md says what that rests on.
 * **Heterogeneous** groups (``UniformHeterogeneousAssignmentBuilder``): a balanced,
   sticky assignment; no partition could move to a subscriber of its topic holding
-  two or more fewer (the sticky assignors' general path, :mod:`.sticky_general`).
+  two or more fewer (the sticky assignors' general path, :mod:`.sticky_general`). It is
+  valid and balanced, but not yet Kafka's member by member: compare it by its properties.
 
-No rack awareness (the broker's assignors in Kafka 4.0 take none), no options. A
-subscribed topic the metadata does not have plays no part: the broker resolves
-subscriptions against its metadata before its assignor runs.
-Which members keep which partitions when several choices keep as many is not
-Kafka's (Kafka's follows Java hash order): compare results by their properties
-(valid, balanced, partitions kept), as ``tests/cases/kip848/`` does.
+No rack awareness (the broker's assignors in Kafka 4 take none), no options. A subscribed
+topic the metadata does not have plays no part: the broker resolves subscriptions against
+its metadata before its assignor runs.
 
 >>> from spark_assign import assign
 >>> members = spark.createDataFrame([("g", "a", ["t"]), ("g", "b", ["t"])],
@@ -34,8 +30,8 @@ Kafka's (Kafka's follows Java hash order): compare results by their properties
 +---------+-----+
 |member_id|count|
 +---------+-----+
-|        a|    2|
-|        b|    1|
+|        a|    1|
+|        b|    2|
 +---------+-----+
 <BLANKLINE>
 """
@@ -45,7 +41,8 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from .sticky import sticky_assignment
+from .sticky import group_kinds, group_paths, split_uniform, sticky_assignment
+from .uniform_homogeneous import assign_uniform_homogeneous
 
 
 def assign_uniform(
@@ -57,6 +54,13 @@ def assign_uniform(
 
     Returns ``group_id, member_id, topic, partition`` (the module's example).
     """
+    # homogeneous as the broker has it: the same topic names (ModernGroup.subscriptionType)
+    kinds = group_kinds(members)
+    homogeneous, heterogeneous = split_uniform(members, kinds)
+    exact = assign_uniform_homogeneous(homogeneous, partitions, topic_sizes=topic_sizes)
+    if not group_paths(kinds)["general"]:
+        return exact
     # the current target assignment has no generation: every claim counts the same
-    current = members.withColumn("generation", F.lit(None).cast("int"))
-    return sticky_assignment(current, partitions, cooperative=False, rack_aware=False, topic_sizes=topic_sizes)
+    current = heterogeneous.withColumn("generation", F.lit(None).cast("int"))
+    other = sticky_assignment(current, partitions, cooperative=False, rack_aware=False, topic_sizes=topic_sizes)
+    return exact.unionByName(other)

@@ -49,6 +49,7 @@ public final class KafkaAssignors {
         for (JsonNode c : root.get("cases")) {
             ObjectNode result = json.createObjectNode();
             result.put("id", c.get("id").asText());
+            CURRENT_TOPICS = c.get("topics");
             try {
                 String assignor = c.get("assignor").asText();
                 Map<String, List<TopicPartition>> assignment =
@@ -62,6 +63,18 @@ public final class KafkaAssignors {
                     members.set(e.getKey(), list);
                 }
                 result.set("assignment", members);
+                if (BROKER_ORDER.containsKey(c.get("id").asText())) {
+                    ObjectNode held = json.createObjectNode();
+                    BROKER_ORDER.get(c.get("id").asText()).forEach((m, tps) -> {
+                        ArrayNode list = json.createArrayNode();
+                        tps.forEach(tp -> list.add(json.createArrayNode().add(tp.topic()).add(tp.partition())));
+                        held.set(m, list);
+                    });
+                    result.set("broker_order", held);
+                    ArrayNode order = json.createArrayNode();
+                    DESCRIBE_ORDER.get(c.get("id").asText()).forEach(order::add);
+                    result.set("describe_order", order);
+                }
             } catch (Exception e) {
                 result.put("error", e.getClass().getSimpleName() + ": " + e.getMessage());
             }
@@ -145,39 +158,83 @@ public final class KafkaAssignors {
         return result;
     }
 
+    /** A topic's id: the case's ("id", as Kafka prints a Uuid), else the MD5 of its name, as
+     * spark_assign.ordering.default_topic_id derives it. */
     static Uuid topicId(String name) {
-        return new Uuid(name.hashCode() * 31L + 7, UUID.nameUUIDFromBytes(name.getBytes(StandardCharsets.UTF_8))
-            .getLeastSignificantBits());
+        JsonNode given = CURRENT_TOPICS == null ? null : CURRENT_TOPICS.get(name);
+        if (given != null && given.hasNonNull("id")) return Uuid.fromString(given.get("id").asText());
+        try {
+            ByteBuffer b = ByteBuffer.wrap(java.security.MessageDigest.getInstance("MD5")
+                .digest(name.getBytes(StandardCharsets.UTF_8)));
+            return new Uuid(b.getLong(), b.getLong());
+        } catch (java.security.NoSuchAlgorithmException e) {
+            throw new IllegalStateException(e);
+        }
     }
 
-    /** A server assignor, called as the coordinator builds a target assignment (TargetAssignmentBuilder). */
+    /** The topics of the case being run (their ids). */
+    static JsonNode CURRENT_TOPICS;
+
+    /** Each member's position in the coordinator's member map, per case (the order
+     * ConsumerGroupDescribe lists the members), and each member's target in the order the
+     * broker holds it once the target's record is replayed (Assignment.fromRecord). */
+    static final Map<String, List<String>> DESCRIBE_ORDER = new HashMap<>();
+    static final Map<String, Map<String, List<TopicPartition>>> BROKER_ORDER = new HashMap<>();
+
+    /**
+     * A server assignor, called as the coordinator calls it (GroupMetadataManager's
+     * maybeUpdateTargetAssignment and TargetAssignmentBuilder.build): the group's members in a
+     * TimelineHashMap, inserted in the case's order but for a member marked "joining", which
+     * an OverlayMap adds (the member whose heartbeat computes the target); the member specs in a
+     * HashMap filled in that map's order; each member's current target as the broker holds it
+     * after replaying its record (Assignment.fromRecord, the "owned" list's order); subscribed
+     * topic ids in the order TopicIds yields them (the names' HashSet, resolved).
+     */
     static Map<String, List<TopicPartition>> server(JsonNode c, String name) {
         ConsumerGroupPartitionAssignor assignor = name.equals("uniform") ? new UniformAssignor()
             : new org.apache.kafka.coordinator.group.assignor.RangeAssignor();
+        CURRENT_TOPICS = c.get("topics");
         Map<Uuid, String> names = new HashMap<>();
         Map<Uuid, JsonNode> topics = new HashMap<>();
         c.get("topics").fields().forEachRemaining(t -> {
             names.put(topicId(t.getKey()), t.getKey());
             topics.put(topicId(t.getKey()), t.getValue());
         });
-        Map<String, MemberSubscriptionAndAssignmentImpl> members = new HashMap<>();
+        org.apache.kafka.timeline.SnapshotRegistry registry =
+            new org.apache.kafka.timeline.SnapshotRegistry(new org.apache.kafka.common.utils.internals.LogContext());
+        org.apache.kafka.timeline.TimelineHashMap<String, MemberSubscriptionAndAssignmentImpl> group =
+            new org.apache.kafka.timeline.TimelineHashMap<>(registry, 0);
+        org.apache.kafka.coordinator.group.util.OverlayMap<String, MemberSubscriptionAndAssignmentImpl> view =
+            new org.apache.kafka.coordinator.group.util.OverlayMap<>(group);
         Map<Uuid, Map<Integer, String>> inverted = new HashMap<>();
-        Set<Set<Uuid>> subscriptions = new HashSet<>();
+        Set<Set<String>> subscriptions = new HashSet<>();
         for (JsonNode m : c.get("members")) {
             String id = m.get("id").asText();
-            Set<Uuid> subscribed = new HashSet<>();
-            for (JsonNode t : m.get("topics")) {
-                if (topics.containsKey(topicId(t.asText()))) subscribed.add(topicId(t.asText()));
-            }
-            subscriptions.add(subscribed);
-            Map<Uuid, Set<Integer>> current = new HashMap<>();
+            List<String> topicNames = new ArrayList<>();
+            for (JsonNode t : m.get("topics")) topicNames.add(t.asText());
+            // TopicIds: the names' HashSet (ConsumerGroupMember.Builder), each resolved, unknown ones skipped
+            Set<Uuid> subscribed = new LinkedHashSet<>();
+            for (String t : new HashSet<>(topicNames)) if (topics.containsKey(topicId(t))) subscribed.add(topicId(t));
+            subscriptions.add(new HashSet<>(topicNames));
+            // the current target as ConsumerGroupTargetAssignmentMemberValue lists it, replayed
+            Map<Uuid, List<Integer>> record = new LinkedHashMap<>();
             for (TopicPartition tp : owned(m)) {
-                current.computeIfAbsent(topicId(tp.topic()), k -> new HashSet<>()).add(tp.partition());
+                record.computeIfAbsent(topicId(tp.topic()), k -> new ArrayList<>()).add(tp.partition());
                 inverted.computeIfAbsent(topicId(tp.topic()), k -> new HashMap<>()).put(tp.partition(), id);
             }
-            members.put(id, new MemberSubscriptionAndAssignmentImpl(text(m, "rack"), text(m, "instance_id"),
-                                                                    subscribed, new Assignment(current)));
+            Map<Uuid, Set<Integer>> current = new HashMap<>();
+            record.forEach((t, ps) -> current.put(t, new HashSet<>(ps)));
+            MemberSubscriptionAndAssignmentImpl spec = new MemberSubscriptionAndAssignmentImpl(
+                text(m, "rack"), text(m, "instance_id"), subscribed, new Assignment(current));
+            if (m.hasNonNull("joining") && m.get("joining").asBoolean()) view.put(id, spec);
+            else group.put(id, spec);
         }
+        List<String> describeOrder = new ArrayList<>();
+        group.forEach((id, spec) -> describeOrder.add(id));
+        DESCRIBE_ORDER.put(c.get("id").asText(), describeOrder);
+        Map<String, MemberSubscriptionAndAssignmentImpl> members = new HashMap<>();
+        view.forEach(members::put);
+        // the broker's subscription type: the same topic names for every member (ModernGroup)
         SubscriptionType type = subscriptions.size() <= 1 ? SubscriptionType.HOMOGENEOUS : SubscriptionType.HETEROGENEOUS;
         SubscribedTopicDescriber describer = new SubscribedTopicDescriber() {
             public int numPartitions(Uuid topic) {
@@ -188,13 +245,22 @@ public final class KafkaAssignors {
                 return new HashSet<>(racks(topics.get(topic), partition));
             }
         };
-        GroupAssignment done = assignor.assign(new GroupSpecImpl(members, type, inverted), describer);
+        GroupAssignment done = assignor.assign(
+            new GroupSpecImpl(Collections.unmodifiableMap(members), type, inverted), describer);
         Map<String, List<TopicPartition>> result = new HashMap<>();
+        Map<String, List<TopicPartition>> held = new HashMap<>();
         for (Map.Entry<String, MemberAssignment> e : done.members().entrySet()) {
             List<TopicPartition> list = new ArrayList<>();
             e.getValue().partitions().forEach((t, ps) -> ps.forEach(p -> list.add(new TopicPartition(names.get(t), p))));
             result.put(e.getKey(), list);
+            // the target's record lists the map as it iterates; replaying it builds the broker's copy
+            Map<Uuid, Set<Integer>> replayed = new HashMap<>();
+            e.getValue().partitions().forEach((t, ps) -> replayed.put(t, new HashSet<>(new ArrayList<>(ps))));
+            List<TopicPartition> ordered = new ArrayList<>();
+            replayed.forEach((t, ps) -> ps.forEach(p -> ordered.add(new TopicPartition(names.get(t), p))));
+            held.put(e.getKey(), ordered);
         }
+        BROKER_ORDER.put(c.get("id").asText(), held);
         return result;
     }
 }
