@@ -55,10 +55,10 @@ def with_member_index(members, name: str = "member_index"):
 def java_string_hash(column: str) -> Column:
     """Java's ``String.hashCode()`` of a string column as an unsigned 32-bit value in a
     long column (UTF-16 code units, ``h = 31 * h + c`` modulo 2^32). ANSI-safe."""
-    return F.expr(_java_string_hash(sql_name(column)))
+    return F.expr(string_hash(sql_name(column)))
 
 
-def _java_string_hash(expr: str) -> str:
+def string_hash(expr: str) -> str:
     """:func:`java_string_hash` of a SQL expression, as SQL text."""
     hx = f"hex({java_order_sql(expr)})"
     units = (f"CASE WHEN length({hx}) = 0 THEN CAST(array() AS array<bigint>) ELSE transform("
@@ -71,12 +71,8 @@ def _hashmap_bucket(expr: str, n: str) -> tuple[str, str]:
     """Bucket of a key in a Java HashMap holding ``n`` entries (default capacity 16,
     load factor 0.75): ``(h ^ (h >>> 16)) & (capacity - 1)``; SQL texts of the bucket and
     the spread hash."""
-    h = f"({_java_string_hash(expr)})"
-    spread = f"({h} ^ shiftright({h}, 16))"
-    # capacity: smallest power of two >= 16 with n <= 0.75 * capacity
-    cap = f"greatest(CAST(16 AS BIGINT), CAST(pow(2, ceil(log2(ceil(({n}) / 0.75D)))) AS BIGINT))"
-    cap = f"(CASE WHEN {cap} * 3 < ({n}) * 4 THEN {cap} * 2 ELSE {cap} END)"
-    return f"({spread} & ({cap} - 1))", spread
+    h = f"({string_hash(expr)})"
+    return hash_bucket(h, hashmap_capacity(n)), f"({h} ^ shiftright({h}, 16))"
 
 
 def member_order_keys(order: str, n: str | None = None) -> list[str]:
@@ -138,11 +134,6 @@ def hash_bucket(h: str, capacity: str) -> str:
     """The bucket of a key of hash ``h`` (unsigned 32-bit, SQL text) in a Java ``HashMap`` or
     ``HashSet`` of table size ``capacity``: ``(h ^ (h >>> 16)) & (capacity - 1)``."""
     return f"((({h}) ^ shiftright({h}, 16)) & (({capacity}) - 1))"
-
-
-def string_hash(expr: str) -> str:
-    """Java's ``String.hashCode()`` of a SQL string expression, unsigned (SQL text)."""
-    return _java_string_hash(expr)
 
 
 def hashmap_capacity(n: str) -> str:
