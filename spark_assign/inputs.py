@@ -43,7 +43,7 @@ from .errors import (
     MissingColumnError,
     raise_if_rows,
 )
-from .execution import in_small_call, materialize
+from .execution import in_small_call, join_small, materialize
 from .execution.small_inputs import clean_on_driver
 from .frames import one_row, sql_name
 
@@ -269,39 +269,58 @@ def member_problems(members: DataFrame) -> DataFrame:
 
 def topic_sizes(partitions: DataFrame) -> DataFrame:
     """Per topic of normalized, valid partitions: ``topic, num_partitions,
-    last_partition`` (a topic is numbered ``0 .. n - 1``, as Kafka numbers it, when
-    ``last_partition == num_partitions - 1``).
+    last_partition, topic_id`` (a topic is numbered ``0 .. n - 1``, as Kafka numbers it, when
+    ``last_partition == num_partitions - 1``; ``topic_id`` is null when the rows have none).
 
     >>> topic_sizes(normalize_partitions(spark.createDataFrame([("t", 0), ("t", 1)], "topic string, partition int"))).collect()
-    [Row(topic='t', num_partitions=2, last_partition=1)]
+    [Row(topic='t', num_partitions=2, last_partition=1, topic_id=None)]
     """
-    return partitions.groupBy("topic").agg(
+    sizes = partitions.groupBy("topic").agg(
         F.count("*").cast("int").alias("num_partitions"), F.max("partition").alias("last_partition"))
+    return join_small(sizes, _topic_ids(partitions), "topic", "left")
+
+
+#: the columns of :func:`topic_sizes`
+_SIZES = ("topic", "num_partitions", "last_partition", "topic_id")
+
+
+def _topic_ids(partitions: DataFrame) -> DataFrame:
+    """``topic, topic_id`` of the topics whose partition rows give an id (the greatest).
+
+    An aggregate of a string keeps no fixed-width buffer, so Spark sorts its rows to run it:
+    only the rows with an id are read, where the sizes' aggregation reads them all."""
+    return partitions.where("topic_id IS NOT NULL").groupBy("topic").agg(F.max("topic_id").alias("topic_id"))
 
 
 def _topic_summary(partitions: DataFrame) -> DataFrame:
     """Per topic of normalized partitions (null topics are one row): the
     :func:`topic_sizes` columns, ``_bad`` (a null topic, a null or negative
-    partition) and ``_repeats`` (a partition listed twice: the topic's distinct
-    partitions, a bit mask per block of partition numbers, are fewer than its rows).
-    Two small hash aggregations: only topics that offend are looked at row by row."""
-    # written as SQL text: a handful of JVM calls, where column functions take several each
+    partition, a malformed ``topic_id`` or two ids) and ``_repeats`` (a partition listed
+    twice: the topic's distinct partitions, a bit mask per block of partition numbers, are
+    fewer than its rows). Two small hash aggregations, and one of the ids of the rows that have one:
+    only topics that offend are looked at row by row."""
+    # written as SQL text: a handful of JVM calls, where column functions take several each;
+    # the ids are compared by hash (fixed width: the aggregation hashes its rows, no sort)
     blocks = partitions.selectExpr(
         "topic", "partition", f"{partition_block('partition')} AS _block", f"{partition_bit('partition')} AS _bit",
-        f"{_BAD_TOPIC_ID} AS _bad_id", "topic_id",
+        "CASE WHEN topic_id IS NOT NULL THEN xxhash64(topic_id) END AS _idh",
     ).groupBy("topic", "_block").agg(*map(F.expr, (
         "count(*) AS _rows", "count(partition) AS _numbered", "bit_count(bit_or(_bit)) AS _distinct",
-        "min(partition) AS _first", "max(partition) AS _last", "bool_or(_bad_id) AS _bad_id",
-        "min(topic_id) AS _id_min", "max(topic_id) AS _id_max")))
-    return blocks.groupBy("topic").agg(*map(F.expr, (
+        "min(partition) AS _first", "max(partition) AS _last", "min(_idh) AS _id_min", "max(_idh) AS _id_max")))
+    summary = blocks.groupBy("topic").agg(*map(F.expr, (
         "CAST(sum(_rows) AS INT) AS num_partitions", "max(_last) AS last_partition",
-        "topic IS NULL OR min(_first) < 0 OR sum(_numbered) < sum(_rows) OR bool_or(_bad_id) "
-        "OR min(_id_min) != max(_id_max) AS _bad",
+        "topic IS NULL OR min(_first) < 0 OR sum(_numbered) < sum(_rows) OR min(_id_min) != max(_id_max) AS _bad",
         "sum(_distinct) < sum(_numbered) AS _repeats")))
+    # one id per topic (else _bad already): that one is the one to check
+    return join_small(summary, _topic_ids(partitions), "topic", "left").selectExpr(
+        "topic", "num_partitions", "last_partition", f"_bad OR {_malformed_topic_id()} AS _bad", "_repeats",
+        "topic_id")
 
 
-#: a ``topic_id`` that is not a Uuid as Kafka prints it (22 URL-safe base64 characters), as SQL text
-_BAD_TOPIC_ID = "coalesce(NOT regexp_like(topic_id, '^[A-Za-z0-9_-]{21}[AQgw]$'), false)"
+def _malformed_topic_id(column: str = "topic_id") -> str:
+    """``column`` (SQL text) is a topic id but not a Uuid as Kafka prints it (22 URL-safe
+    base64 characters), as SQL text."""
+    return f"coalesce(NOT regexp_like({column}, '^[A-Za-z0-9_-]{{21}}[AQgw]$'), false)"
 
 
 def _partition_problems(partitions: DataFrame, repeating: DataFrame) -> DataFrame:
@@ -311,7 +330,7 @@ def _partition_problems(partitions: DataFrame, repeating: DataFrame) -> DataFram
         F.col("topic").isNull() | F.col("partition").isNull() | (F.col("partition") < 0)
     ).select(F.lit("null topic/partition or negative partition").alias("problem"),
              "topic", "partition", F.lit(None).cast("long").alias("count"))
-    ids = partitions.groupBy("topic").agg(F.expr(f"bool_or({_BAD_TOPIC_ID}) AS _bad_id"), F.expr(
+    ids = partitions.groupBy("topic").agg(F.expr(f"bool_or({_malformed_topic_id()}) AS _bad_id"), F.expr(
         "count(DISTINCT topic_id) AS count")).where("_bad_id OR count > 1").selectExpr(
         "CASE WHEN _bad_id THEN 'topic_id is not a Uuid as Kafka prints it (22 URL-safe base64 characters)' "
         "ELSE 'topic listed with different topic_ids' END AS problem", "topic", "CAST(NULL AS INT) AS partition",
@@ -372,7 +391,7 @@ def validate_inputs(
     """
     if in_small_call() and not checks and clean_on_driver(members, partitions):
         # a small call whose rows on the driver pass every check: no action
-        return _topic_summary(partitions).select("topic", "num_partitions", "last_partition") if sizes else None
+        return _topic_summary(partitions).select(*_SIZES) if sizes else None
     # lazy: the flags aggregation below reads every summary row and stores them (a
     # deterministic aggregation), so the summary costs no action of its own
     summary = _topic_summary(partitions)
@@ -395,7 +414,7 @@ def validate_inputs(
     if found["partitions"]:
         repeating = summary.where(F.col("_repeats")).select("topic")
         raise_if_rows(_partition_problems(partitions, repeating), InvalidPartitionsError, "invalid partitions")
-    return summary.select("topic", "num_partitions", "last_partition") if sizes else None
+    return summary.select(*_SIZES) if sizes else None
 
 
 def subscriptions(members: DataFrame) -> DataFrame:

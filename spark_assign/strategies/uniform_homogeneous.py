@@ -82,17 +82,16 @@ def broker_member_order(members: DataFrame) -> DataFrame:
         f"{java_order_sql('member_id')}) - 1 AS m_pos").drop("_known", "_h", "_hm", "_tl", "_bucket", "_new", "_slot")
 
 
-def subscribed_topic_order(first: DataFrame, sizes: DataFrame, ids: DataFrame) -> DataFrame:
+def subscribed_topic_order(first: DataFrame, sizes: DataFrame) -> DataFrame:
     """Per group, its subscribed topics that exist with ``t_pos``, their order in the builder's
     ``new HashSet<>(subscribedTopicIds)`` of the first member in order (``first``: ``group_id,
     topics``): by bucket of the topic id's hash, then in the order the member's topic ids
     iterate (``TopicIds`` over the names' ``HashSet``: by the name's bucket, then the
-    subscription's order). Also ``n_parts``, the topic's partition count (``sizes``: ``topic,
-    num_partitions``; ``ids``: ``topic, _id``, the topics that have an id)."""
+    subscription's order). Also ``n_parts``, the topic's partition count (``sizes``: the
+    partitions' :func:`~spark_assign.inputs.topic_sizes`, with ``topic_id``)."""
     topics = first.selectExpr(_G, f"{hashset_copy_capacity('size(topics)')} AS _cap",
                               "posexplode(topics) AS (_at, topic)")
-    topics = topics.join(sizes.selectExpr("topic", "num_partitions AS n_parts"), "topic").join(
-        ids, "topic", "left").selectExpr(
+    topics = topics.join(sizes.selectExpr("topic", "num_partitions AS n_parts", "topic_id AS _id"), "topic").selectExpr(
         _G, "topic", "n_parts", "_at", "_cap", f"{_topic_id_or_default('_id')} AS _id").selectExpr(
         "*", f"{uuid_hash('_id')} AS _th", f"{string_hash('topic')} AS _sh")
     return topics.selectExpr(
@@ -101,9 +100,10 @@ def subscribed_topic_order(first: DataFrame, sizes: DataFrame, ids: DataFrame) -
         f"{hash_bucket('_sh', '_cap')}, _at) - 1 AS t_pos")
 
 
-def topic_ids(partitions: DataFrame) -> DataFrame:
-    """``topic, _id``: the topics of ``partitions`` that have a ``topic_id``."""
-    return partitions.where("topic_id IS NOT NULL").groupBy("topic").agg(F.expr("max(topic_id) AS _id"))
+def topic_ids(sizes: DataFrame) -> DataFrame:
+    """``topic, _id``: the topics that have a ``topic_id``, from the partitions'
+    :func:`~spark_assign.inputs.topic_sizes`."""
+    return sizes.where("topic_id IS NOT NULL").selectExpr("topic", "topic_id AS _id")
 
 
 def assign_uniform_homogeneous(members: DataFrame, partitions: DataFrame, *, topic_sizes: DataFrame | None = None,
@@ -123,9 +123,8 @@ def assign_uniform_homogeneous(members: DataFrame, partitions: DataFrame, *, top
     """
     order = materialize(broker_member_order(members.select(_G, "member_id", "topics", "describe_position")),
                         eager=False)
-    ids = topic_ids(partitions)
     sizes_of = count_topic_sizes(partitions) if topic_sizes is None else topic_sizes
-    topics = materialize(subscribed_topic_order(order.where("m_pos = 0").select(_G, "topics"), sizes_of, ids),
+    topics = materialize(subscribed_topic_order(order.where("m_pos = 0").select(_G, "topics"), sizes_of),
                          eager=False)
     sizes = topics.groupBy(_G).agg(F.expr("map_from_entries(collect_list(struct(topic, n_parts))) AS _sizes"),
                                    F.expr("sum(n_parts) AS n_parts"))
@@ -138,14 +137,19 @@ def assign_uniform_homogeneous(members: DataFrame, partitions: DataFrame, *, top
     claimed = lists.selectExpr(_G, "member_id", "inline(_valid)").selectExpr(
         _G, "member_id", "topic", "partition", f"{partition_block('partition')} AS _block",
         f"{partition_bit('partition')} AS _bit")
+    # every block of the subscribed topics, and the claims: one aggregation of both (the blocks
+    # of a topic nobody holds have no claim; a claim on a topic not subscribed, no block)
     span = topics.selectExpr(_G, "topic", "t_pos", "n_parts",
-                             f"explode(sequence(0, {partition_block('n_parts - 1')})) AS _block")
+                             f"explode(sequence(0, {partition_block('n_parts - 1')})) AS _block",
+                             "CAST(0 AS BIGINT) AS _bit", "0 AS _claim")
+    claims = claimed.selectExpr(_G, "topic", "_block", "_bit", "1 AS _claim", "CAST(NULL AS INT) AS t_pos",
+                                "CAST(NULL AS INT) AS n_parts")
     width = f"least({1 << BLOCK_BITS}, n_parts - _block * {1 << BLOCK_BITS})"
-    blocks = span.join(claimed.groupBy(_G, "topic", "_block").agg(
-        F.expr("count(*) AS _n"), F.expr("bit_or(_bit) AS _mask")), [_G, "topic", "_block"], "full").selectExpr(
-        _G, "topic", "_block", "t_pos", f"{width} AS _width", "coalesce(_mask, CAST(0 AS BIGINT)) AS _mask",
-        f"t_pos IS NULL OR coalesce(_n, 0) > bit_count(coalesce(_mask, CAST(0 AS BIGINT))) "
-        f"OR ({width} < {1 << BLOCK_BITS} AND shiftright(coalesce(_mask, CAST(0 AS BIGINT)), {width}) != 0) AS _bad")
+    blocks = span.unionByName(claims).groupBy(_G, "topic", "_block").agg(*map(F.expr, (
+        "sum(_claim) AS _n", "bit_or(_bit) AS _mask", "max(t_pos) AS t_pos", "max(n_parts) AS n_parts"))).selectExpr(
+        _G, "topic", "_block", "t_pos", f"{width} AS _width", "_mask",
+        f"t_pos IS NULL OR _n > bit_count(_mask) OR ({width} < {1 << BLOCK_BITS} AND shiftright(_mask, {width}) != 0) "
+        "AS _bad")
     blocks = materialize(blocks, eager=False)
     twice = None
     if has_rows(blocks, true="_bad"):
@@ -172,9 +176,11 @@ def assign_uniform_homogeneous(members: DataFrame, partitions: DataFrame, *, top
         _G, "member_id", "m_pos",
         "_q + CASE WHEN n_members - m_pos - _r + _rich_before <= 0 OR (_rich AND _rich_before < _r) "
         "THEN 1 ELSE 0 END AS quota", "_owned")
-    q = materialize(q.selectExpr("*", "greatest(quota - _owned, 0) AS need"), eager=False)
-    # 2. what each member keeps, and what it gives up: the first `quota` of its list
-    cut = join_small(lists, q.select(_G, "member_id", "m_pos", "quota"), [_G, "member_id"])
+    # 2. what each member keeps, and what it gives up: the first `quota` of its list (its
+    # list joins the quotas, a few columns a member: the lists are not shuffled)
+    cut = materialize(join_small(lists, q.selectExpr(_G, "member_id", "m_pos", "quota",
+                                                     "greatest(quota - _owned, 0) AS need"), [_G, "member_id"]),
+                      eager=False)
     keep = "slice(_valid, 1, CAST(least(quota, n_owned) AS INT))"
     if held_order:  # each kept partition's place in the list: the order the broker copies it in
         kept = cut.selectExpr(_G, "member_id", f"posexplode({keep}) AS (ins, _e)").selectExpr(
@@ -200,7 +206,7 @@ def assign_uniform_homogeneous(members: DataFrame, partitions: DataFrame, *, top
         _G, "topic", "partition",
         "row_number() OVER (PARTITION BY group_id ORDER BY _part, _k1, _k2) - 1 AS slot")
     # 4. the fill: member by member, each the next `need` partitions of the list
-    slots = q.where("need > 0").selectExpr(
+    slots = cut.where("need > 0").selectExpr(
         _G, "member_id", "need",
         "coalesce(sum(need) OVER (PARTITION BY group_id ORDER BY m_pos "
         "ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS _start").selectExpr(
@@ -210,7 +216,7 @@ def assign_uniform_homogeneous(members: DataFrame, partitions: DataFrame, *, top
     target = kept.unionByName(filled)
     if not held_order:
         return target.select(_G, "member_id", "topic", "partition")
-    return held_positions(target, members.select(_G, "member_id", "owned"), ids)
+    return held_positions(target, members.select(_G, "member_id", "owned"), topic_ids(sizes_of))
 
 
 def _topic_id_or_default(column: str) -> str:
