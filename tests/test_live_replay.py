@@ -8,9 +8,11 @@ What must agree:
   equally loaded members in the hash order of their member ids, which are random: who gets the
   extra partition is not determined);
 * KIP-848: the targets, as ConsumerGroupDescribe reports their epochs, each within one heartbeat
-  interval of one of the model's, both ways; the final assignment's sizes;
+  interval of one of the model's, both ways; the final assignment's sizes; the model runs on the
+  member ids the consumers drew (the broker's ``uniform`` breaks ties by them);
 * how many partitions nobody consumes, at every moment, within one heartbeat interval of the
-  model's: each unassigned interval's start and end.
+  model's: each unassigned interval's start and end (under KIP-848 both ways: every change of the
+  model's has a live one too).
 
 In CI: classic cooperative-sticky through the rolling upgrade's restarts (a crash inside the
 session timeout, a static member's bounce, restarts a second apart), and the whole sample under
@@ -35,16 +37,27 @@ from spark_assign.simulate import simulate
 from spark_assign.simulation.timing import Timing
 
 SCENARIO = "data/scenario"
+#: scenarios of the suite's own (tests/cases/live/): ``free_partitions``: a join burst, a later
+#: join, a crash never replaced while a subscription change waits for it, a static member bouncing
+#: within its session, a topic growing, a leave
+OWN_SCENARIOS = {"free_partitions": "tests/cases/live/free_partitions"}
 #: how close to the initial delay's wait boundary a join races the coordinator's timer (ms)
 RACE_MS = 10
+#: how far the model's partition-seconds unassigned may be from the broker's (a fraction), where a
+#: check holds the totals: the sample's KIP-848 replays measured +3.5%, +4.8% and +20%
+#: (docs/simulation.md), too wide for one run in CI. The members' next heartbeats after a target
+#: fall together (they reset their timers when they acknowledge the last one), so a run's
+#: pick-ups are early or late together
+TOTAL_TOLERANCE = 0.05
 EVENTS_SCHEMA = ("group_id string, at long, kind string, member_id string, group_instance_id string, "
                  "topics array<string>, assignors array<string>, topic string, partitions int, lag long, "
                  "group_protocol string")
 
 
-def scenario(spark, prefix: str, until: int) -> tuple[list[dict], dict[str, int]]:
-    """The sample scenario's events up to ``until`` (ms), read as the CLI reads them, and its
-    topic sizes, its topics and group named after ``prefix``."""
+def scenario(spark, prefix: str, until: int, folder: str = SCENARIO) -> tuple[list[dict], dict[str, int]]:
+    """A scenario's events up to ``until`` (ms), read as the CLI reads them, and its topic sizes,
+    its topics and group named after ``prefix`` (``folder``: the sample's, or one of
+    :data:`OWN_SCENARIOS`)."""
     from test_readme import ROOT
 
     def named(r) -> dict:
@@ -54,15 +67,28 @@ def scenario(spark, prefix: str, until: int) -> tuple[list[dict], dict[str, int]
         out["topics"] = [prefix + t for t in out["topics"]] if out["topics"] else None
         return out
 
-    rows = read_events(spark, str(ROOT / SCENARIO / "events.csv")).where(F.col("at") <= until).orderBy("at", "kind", "member_id").collect()
-    sizes = read_partitions(spark, str(ROOT / SCENARIO / "partitions.csv")).groupBy("topic").count().collect()
+    rows = read_events(spark, str(ROOT / folder / "events.csv")).where(F.col("at") <= until).orderBy("at", "kind", "member_id").collect()
+    sizes = read_partitions(spark, str(ROOT / folder / "partitions.csv")).groupBy("topic").count().collect()
     return [named(r) for r in rows], {prefix + r.topic: r["count"] for r in sizes}
 
 
-def modelled(spark, tmp_path, run: LiveRun, sizes: dict[str, int], **settings):
-    """``simulate()`` of the events as the harness acted them out, on the live clock."""
+def modelled(spark, tmp_path, run: LiveRun, sizes: dict[str, int], *, live_ids: bool = False, **settings):
+    """``simulate()`` of the events as the harness acted them out, on the live clock. ``live_ids``:
+    each member incarnation under the member id it had (a KIP-848 consumer draws its own): the
+    broker's ``uniform`` breaks ties in the order of the ids (docs/kafka.md)."""
     cols = [c.split()[0] for c in EVENTS_SCHEMA.split(", ")]
-    events = spark.createDataFrame([tuple(e.get(c) for c in cols) for e in run.events], EVENTS_SCHEMA)
+    rows = [dict(e) for e in run.events]
+    if live_ids:
+        ids = {(c.member, c.incarnation): c.member_id for c in run.callbacks if c.member_id}
+        joined: dict[str, int] = {}
+        for e in rows:
+            name = e.get("member_id")
+            if name is None:
+                continue
+            if e["kind"] == "join":
+                joined[name] = joined.get(name, -1) + 1
+            e["member_id"] = ids.get((name, joined.get(name, 0)), name)
+    events = spark.createDataFrame([tuple(e.get(c) for c in cols) for e in rows], EVENTS_SCHEMA)
     parts = spark.createDataFrame([(t, p) for t, n in sizes.items() for p in range(n)], "topic string, partition int")
     history = AssignmentHistory(str(tmp_path / "history"), spark, backend="embedded")
     result = simulate(events, parts, timing=timing(), history=history, **settings)
@@ -107,6 +133,65 @@ def model_moments(result) -> list[int]:
             moments.append(int(st.at))
         before = st.unassigned + st.idle
     return sorted(moments)
+
+
+def model_unassigned(result) -> list[tuple[int, int]]:
+    """The model's partitions nobody consumes (unassigned or idle), ``(at, count from then on)`` at
+    every change, as ``compare()`` counts them: each step's count after it until the next step,
+    plus, between a rebalance's rounds, what a round left over the last one, and, before a consumer
+    group's first round, what its members did not hold."""
+    spans: list[tuple[int, int, int]] = []  # (from, to, partitions)
+    steps = sorted(result.steps.collect(), key=lambda r: r.step)
+    for st, nxt in zip(steps, steps[1:] + [None]):
+        spans.append((st.at, nxt.at if nxt else st.at, st.unassigned + st.idle))
+    rounds: dict[int, list] = {}
+    for g in result.generations.collect():
+        rounds.setdefault(g.step, []).append(g)
+    ms = lambda g: int(g.at.timestamp() * 1000)  # noqa: E731
+    for st in steps:
+        rs = sorted(rounds.get(st.step, []), key=lambda g: g.round)
+        if not rs:
+            continue
+        last = rs[-1].unassigned
+        for r, nxt in zip(rs, rs[1:]):
+            spans.append((ms(r), ms(nxt), r.unassigned - last))
+        if st.held_before is not None and rs[0].protocol == "CONSUMER":
+            spans.append((st.at, ms(rs[0]), rs[0].unassigned + rs[0].assigned - st.held_before - last))
+    points = sorted({t for a, b, _ in spans for t in (a, b)})
+    out, before = [], None
+    for t in points:
+        n = sum(v for a, b, v in spans if a <= t < b)
+        if n != before:
+            out.append((t, n))
+        before = n
+    return out
+
+
+def total_ms(levels: list[tuple[int, int]], start: int, end: int) -> int:
+    """Partition-milliseconds of ``levels`` (``(at, count from then on)``) from ``start`` to ``end``."""
+    total = 0
+    for (at, n), nxt in zip(levels, [lv[0] for lv in levels[1:]] + [end]):
+        a, b = max(at, start), min(nxt, end)
+        total += n * max(b - a, 0)
+    return total
+
+
+def check_unassigned_both_ways(run: LiveRun, result, sizes: dict[str, int], heartbeat_ms: int,
+                               tolerance: float | None) -> None:
+    """The partitions nobody consumes, live and modelled, held both ways: every live change has a
+    change of the model's within a heartbeat, every change of the model's a live one, and, unless
+    ``tolerance`` is None, the partition-seconds from the first join to the end agree within it
+    (a fraction)."""
+    live_u, model_u = live_unassigned(run, sizes), model_unassigned(result)
+    start = min(e["at"] for e in run.events if e["kind"] == "join")
+    live_total, model_total = total_ms(live_u, start, run.ended), total_ms(model_u, start, run.ended)
+    shown = f"live {live_total / 1000:.1f} partition-s, model {model_total / 1000:.1f}; live {live_u}, model {model_u}"
+    lone = unexplained(live_u, [at for at, _ in model_u], heartbeat_ms)
+    assert not lone, f"{len(lone)} live changes, first {lone[:5]}, have no model change within {heartbeat_ms} ms: {shown} ({run.logs})"
+    extra = unexplained([(0, -1), *model_u], [at for at, _ in live_u], heartbeat_ms)
+    assert not extra, f"{len(extra)} model changes, first {extra[:5]}, have no live change within {heartbeat_ms} ms: {shown} ({run.logs})"
+    if tolerance is not None:
+        assert abs(model_total - live_total) <= tolerance * live_total, f"partition-seconds unassigned: {shown} ({run.logs})"
 
 
 def unexplained(live: list[tuple[int, int]], moments: list[int], tolerance: int) -> list[tuple[int, int]]:
@@ -216,10 +301,8 @@ def live_targets(run: LiveRun) -> list[tuple[int, int]]:
 
 
 def model_targets(result, until: int) -> list[int]:
-    """The model's targets of a consumer group: each of its rebalances' first round (its epoch)."""
-    targets = result.generations.where((F.col("round") == 1) & (F.col("protocol") == "CONSUMER"))
-    return sorted(t for g in targets.collect()
-                  if (t := int(g.at.timestamp() * 1000)) <= until)
+    """The model's targets of a consumer group: the steps at which it computed one (its epoch)."""
+    return sorted(st.at for st in result.steps.where("held_before IS NOT NULL").collect() if st.at <= until)
 
 
 def final_holdings(run: LiveRun) -> dict[tuple[str, int], frozenset]:
@@ -240,33 +323,26 @@ def consumed_once_at_the_end(run: LiveRun, sizes: dict[str, int]) -> dict[tuple[
     return final
 
 
-def check_consumer_agreement(run: LiveRun, result, sizes: dict[str, int], heartbeat_ms: int) -> None:
+def check_consumer_agreement(run: LiveRun, result, sizes: dict[str, int], heartbeat_ms: int,
+                             tolerance: float | None = None) -> None:
     """A KIP-848 replay and the model agree: every target the broker reported has one of the
     model's within a heartbeat, and every one of the model's has the broker's; how many
     partitions nobody consumes, at every moment, as :func:`check_agreement`; and the final
     assignment: every partition consumed once, the same sizes as the model's."""
     live, model = live_targets(run), model_targets(result, run.ended)
     assert live, f"ConsumerGroupDescribe reported no target ({run.logs})"
-    check_targets_and_the_end(run, result, sizes, live, model, heartbeat_ms)
+    check_targets_and_the_end(run, result, sizes, live, model, heartbeat_ms, tolerance)
 
 
 def check_targets_and_the_end(run: LiveRun, result, sizes: dict[str, int], live: list[tuple[int, int]],
-                              model: list[int], heartbeat_ms: int) -> None:
+                              model: list[int], heartbeat_ms: int, tolerance: float | None = None) -> None:
     """The consumer group's targets, the broker's (``live``) and the model's, each within a
     heartbeat of one of the other's; then the partitions nobody consumes, and the final sizes."""
     lone = [(at, epoch) for at, epoch in live if not any(abs(at - m) <= heartbeat_ms for m in model)]
     assert not lone, f"broker targets with no model target within {heartbeat_ms} ms: {lone}; model {model} ({run.logs})"
     extra = [m for m in model if not any(abs(at - m) <= heartbeat_ms for at, _ in live)]
     assert not extra, f"model targets with no broker target within {heartbeat_ms} ms: {extra}; live {live} ({run.logs})"
-    # a member picks up what a target gives it from the free partitions (a departed member's, a
-    # grown topic's) at its next heartbeat, up to one interval after the target; the model hands
-    # them over at the target (docs/simulation.md, "Not modelled yet"): those changes are held to
-    # the heartbeat that ends the pick-up
-    live_u = live_unassigned(run, sizes)
-    moments = sorted(model_moments(result) + [m + heartbeat_ms for m in model])
-    bad = unexplained(live_u, moments, heartbeat_ms)
-    assert not bad, (f"{len(bad)} live changes of the unassigned partitions, first {bad[:5]}, have no change "
-                     f"of the model's within {heartbeat_ms} ms: live {live_u}, model {moments} ({run.logs})")
+    check_unassigned_both_ways(run, result, sizes, heartbeat_ms, tolerance)
     final = consumed_once_at_the_end(run, sizes)
     ours = sorted(r["count"] for r in result.assignment.groupBy("member_id").count().collect())
     assert ours == sorted(map(len, final.values())), f"final sizes: model {ours}, live {final} ({run.logs})"
@@ -280,8 +356,24 @@ def test_kip848_matches_the_broker(spark, broker, tmp_path):
     events, sizes = scenario(spark, "live-kip848.", 200_000)
     broker.create_topics(sizes)
     run = replay_live(broker, events[0]["group_id"], events, group_protocol="consumer")
-    result, _ = modelled(spark, tmp_path, run, sizes, group_protocol="consumer")
+    result, _ = modelled(spark, tmp_path, run, sizes, live_ids=True, group_protocol="consumer")
     check_consumer_agreement(run, result, sizes, Timing.of(timing()).consumer.heartbeat_interval_ms)
+
+
+@pytest.mark.release
+@pytest.mark.xfail(strict=True, reason="the model leaves 17% fewer partition-seconds unassigned than the "
+                   "broker: the join burst's targets (issue #82), which change who holds what later")
+@pytest.mark.parametrize("name", sorted(OWN_SCENARIOS))
+def test_kip848_own_scenario_matches_the_broker(spark, broker, tmp_path, name):
+    """A scenario of the suite's own under KIP-848 (the broker's uniform), held as the sample is:
+    free partitions (a joiner's first set, a grown topic's, a leaver's, an expired member's)
+    picked up at the members' next heartbeat, revocations and hand-overs."""
+    events, sizes = scenario(spark, f"live-{name}.", 200_000, OWN_SCENARIOS[name])
+    broker.create_topics(sizes)
+    run = replay_live(broker, events[0]["group_id"], events, group_protocol="consumer")
+    result, _ = modelled(spark, tmp_path, run, sizes, live_ids=True, group_protocol="consumer")
+    check_consumer_agreement(run, result, sizes, Timing.of(timing()).consumer.heartbeat_interval_ms,
+                             TOTAL_TOLERANCE)
 
 
 def check_migration_agreement(run: LiveRun, result, converted: int, rejoined: set[str],

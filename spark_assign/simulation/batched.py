@@ -55,7 +55,7 @@ STATELESS = ("range", "roundrobin")
 PAIR_SEP, STEP_WIDTH = "\u001e", 9
 #: a step whose groups all rebalance by their own events, with nothing else to look up
 _ALL_TRIGGER = Row(grow=False, lag=False, refresh=False, triggers=True, all_trigger=True, delay=False, holding=False,
-                   merge=False, away=False, restart=False)
+                   merge=False, away=False, restart=False, consumer=False)
 
 
 def stateless_column() -> Column:

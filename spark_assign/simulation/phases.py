@@ -109,6 +109,9 @@ class ReplayOutputs:
     steps: list[DataFrame] = field(default_factory=list)
     revocations: list[DataFrame] = field(default_factory=list)
     rows: list[DataFrame] = field(default_factory=list)
+    #: per step, how many partitions each consumer group's members held before its target
+    #: (``group_id, step, held_before``: :func:`_rebalance_step`)
+    held: list[DataFrame] = field(default_factory=list)
     #: per list, how many of its last frames are lazy plans (a small replay's, :func:`_add_step_output`)
     lazy: dict[str, int] = field(default_factory=dict)
 
@@ -298,9 +301,23 @@ def _rebalance_step(state: ReplayState, step: Step, flags: DataFrame, rb_groups:
         "max_by(named_struct('generation', generation, 'protocol', protocol), round) AS _l"))
     state.groups = materialize_state(state.groups.join(per_group(last.selectExpr(_G)), _G, "left_anti").unionByName(
         last.selectExpr(_G, "_l.generation AS generation", "_l.protocol AS protocol")))
-    # a consumer group's hand-over comes one heartbeat after its group epoch; a classic
-    # follow-up round, one heartbeat and one join/sync exchange after the round before it
-    at = "at + (round - 1) * (_hb + _js)"
+    # a consumer group's members reconcile on their own heartbeats (CurrentAssignmentBuilder
+    # runs in consumerGroupHeartbeat): each revokes what the target takes from it, and picks up
+    # what it gets of the free partitions, at its next heartbeat, half an interval after the
+    # target on average (round 1); a revoked partition reaches its new owner at that owner's
+    # next heartbeat after the revocation, one interval after the target on average (round 2).
+    # A classic follow-up round comes one heartbeat and one join/sync exchange after the round
+    # before it
+    at = ("at + CASE WHEN _gp = 'consumer' THEN floor(_hb / 2) + (round - 1) * (_hb - floor(_hb / 2)) "
+          "ELSE (round - 1) * (_hb + _js) END")
+    if step.flags is not None and step.flags.consumer:
+        # until then what the members held before is all that is consumed (compare() counts
+        # the rest unassigned up to the first round)
+        consumer = flags.join(rb_groups, _G, "left_semi").where("_gp = 'consumer'").select(_G)
+        held = owned_now.join(consumer, _G, "left_semi").selectExpr(_G, f"{scope()} AS topic", "partition").join(
+            scoped_parts, ["topic", "partition"], "left_semi").groupBy(_G).count()
+        _add_step_output(out, "held", consumer.join(held, _G, "left").selectExpr(
+            _G, f"{step.k} AS step", "coalesce(count, 0) AS held_before"))
     _add_step_output(out, "generations", join_small(
         r.summary, flags.selectExpr(_G, "at", "step", "_cause", "_gp", "_hb", "_js"), _G).selectExpr(
         _G, "generation", "round", "step", f"timestamp_millis({at}) AS at", "_cause AS event_kinds",

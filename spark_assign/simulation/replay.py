@@ -91,7 +91,9 @@ class SimulationResult:
       protocol, members, assigned, unassigned, moved, revoked, lost``;
     * ``steps``: per group per step: ``group_id, step, at, kinds, rebalanced,
       partitions, unassigned, idle`` (after the step; ``idle``: owned by members
-      that crashed or left statically and have not expired yet);
+      that crashed or left statically and have not expired yet), ``held_before`` (a
+      consumer group's target step: the partitions its members held before the target, all
+      that is consumed until their next heartbeat; else null);
     * ``assignment``: each group's final assignment;
     * ``revocations``: every revoked / lost partition with its generation;
     * ``lags``: each partition's lag at the end (``group_id, topic, partition,
@@ -184,7 +186,7 @@ def replay(events: DataFrame, partitions: DataFrame, *, strategy, protocol_rule,
         F.bool_or(has("metadata")).alias("refresh"),
         F.bool_or("triggers").alias("triggers"), F.bool_and(F.coalesce("triggers", F.lit(False))).alias("all_trigger"),
         F.bool_or(F.col("_delay") > 0).alias("delay"), F.bool_or(F.col("_hold_until").isNotNull()).alias("holding"),
-        F.bool_or("_merge").alias("merge"),
+        F.bool_or("_merge").alias("merge"), F.bool_or(F.col("_gp") == "consumer").alias("consumer"),
         F.bool_and(stateless_column()).alias("stateless"),
         F.collect_set("_strategy").alias("strategies"), F.bool_and(F.col("_strategy").isNotNull()).alias("forced"),
         F.count("*").alias("groups")).collect()}
@@ -243,11 +245,16 @@ def replay(events: DataFrame, partitions: DataFrame, *, strategy, protocol_rule,
 
     _store_lazy_outputs(out, "generations")
     _store_lazy_outputs(out, "steps")
+    _store_lazy_outputs(out, "held")
     gens = union_all(out.generations) if out.generations else empty(spark, SIMULATION_SCHEMA)
     revs = union_all(out.revocations) if out.revocations else empty(
         spark, "group_id string, generation int, round int, member_id string, topic string, partition int, kind string")
     st = union_all(out.steps) if out.steps else empty(
         spark, "group_id string, step int, at long, kinds string, rebalanced boolean, partitions long, unassigned long, idle long")
+    if out.held:
+        st = st.join(union_all(out.held), [_G, "step"], "left")
+    else:
+        st = st.withColumn("held_before", F.lit(None).cast("long"))
     result = SimulationResult(generations=gens, steps=st, assignment=state.owned.drop("group_instance_id"),
                               revocations=revs, lags=state.lags)
     return result, (union_all(out.rows) if out.rows else None)

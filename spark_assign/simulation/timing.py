@@ -27,8 +27,8 @@ How a classic rebalance spends them (``GroupMetadataManager.prepareRebalance``,
   event on average. A member that crashed, or a static member that left, never rejoins:
   the join waits until its session expires (its last heartbeat, half an interval before it
   went on average, plus the session timeout; or the rebalance timeout), and the coordinator
-  then removes it (``removeMemberAndUpdateClassicGroup``); the others learn of it at their
-  next tick;
+  then removes it and completes the join at once (``removeMemberAndUpdateClassicGroup``);
+  an expiry in a stable group begins a rebalance that the others learn of at their next tick;
 * a group that was empty waits ``initial_delay`` instead, again each time a member joined
   during the last wait, up to the rebalance timeout;
 * events during the join phase join that rebalance: one generation for all of them; right after
@@ -45,8 +45,10 @@ How a classic rebalance spends them (``GroupMetadataManager.prepareRebalance``,
 A KIP-848 group (``consumer``) bumps its epoch at the event, and the coordinator computes a
 new target then, or, within ``assignment_interval`` of its last one, once that interval has
 passed: the epochs bumped meanwhile share that target (``maybeUpdateTargetAssignment``,
-``canComputeNextTargetAssignment``). A partition the new target takes from a member reaches
-its new owner one heartbeat interval later.
+``canComputeNextTargetAssignment``). The members reconcile at their next heartbeat, half an
+interval after the target on average: each revokes what the target takes from it, and picks up
+what it gets of the partitions nobody holds; a revoked partition reaches its new owner one
+interval after the target.
 
 >>> Timing().classic.heartbeat_interval_ms
 3000

@@ -173,10 +173,17 @@ def compare(result: SimulationResult, lags: DataFrame | None = None) -> DataFram
     # hand-over one heartbeat after its epoch, a classic follow-up round's join phase),
     # beyond those the step's stats count (held out by a deferred resolution)
     wr = Window.partitionBy(_G, "step").orderBy("round")
-    after = F.last("unassigned").over(wr.rowsBetween(0, Window.unboundedFollowing))
-    rg = g.withColumn("_gap", (F.col("unassigned") - after) * (
+    g = g.withColumn("_last", F.last("unassigned").over(wr.rowsBetween(0, Window.unboundedFollowing)))
+    rg = g.withColumn("_gap", (F.col("unassigned") - F.col("_last")) * (
         F.unix_millis(F.lead("at").over(wr)) - F.unix_millis("at"))).select(_G, "_gap")
-    gap = st.select(_G, "_gap").unionByName(rg).groupBy(_G).agg(
+    # a consumer group's target, up to its first round (the members' next heartbeat): only what
+    # they held before is consumed. The first round's assignment less that, the partitions it
+    # picked up less those revoked, is what that round changed
+    first = g.where("round = 1 AND protocol = 'CONSUMER'").join(
+        st.where("held_before IS NOT NULL").selectExpr(_G, "step", "at AS _target", "held_before"), [_G, "step"])
+    pg = first.select(_G, ((F.col("unassigned") + F.col("assigned") - F.col("held_before") - F.col("_last"))
+                           * (F.unix_millis("at") - F.col("_target"))).alias("_gap"))
+    gap = st.select(_G, "_gap").unionByName(rg).unionByName(pg).groupBy(_G).agg(
         (F.coalesce(F.sum("_gap"), F.lit(0)) / 1000.0).cast("double").alias("unassigned_partition_seconds"))
     a = result.assignment
     loads = a.groupBy(_G, "member_id").agg(F.count("*").alias("n"))

@@ -97,10 +97,12 @@ def join_phases(steps: DataFrame, away: DataFrame, live: DataFrame) -> DataFrame
         F.expr("CASE WHEN _hb = 0 THEN 0 WHEN _timeout % _hb = 0 THEN floor(_hb / 2) "
                "ELSE _hb - _timeout % _hb END").alias("_ew"))
     # a member away at the step, or going away before it would have rejoined, is awaited
-    # until it is back, or its session expires and the others' next heartbeat comes
-    ends = away.join(st.select(_G, "_ew").distinct(), _G).select(
+    # until it is back, or until its session expires: the coordinator then removes it and, the
+    # others having rejoined, completes the join at once (removeMemberAndUpdateClassicGroup
+    # calls maybeCompleteJoinPhase)
+    ends = away.select(
         _G, "_left", F.when(F.col("_back") < F.col("_deadline"), F.col("_back"))
-        .otherwise(F.col("_deadline") + F.col("_ew")).alias("_end"))
+        .otherwise(F.col("_deadline")).alias("_end"))
     awaited = (
         st.select(_G, "at", "_hb2").join(ends, _G)
         .where((F.col("_left") < F.col("at") + F.col("_hb2")) & (F.col("_end") > F.col("at")))
